@@ -1,0 +1,130 @@
+"""The composition root: ``build_appliance(config)`` wires DB, engine, index, services, API, UI.
+
+Nothing happens at import; everything starts here, in order.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from appliance.auth import AuthService, generate_password
+from appliance.config import AppConfig, ConfigError
+from appliance.db.session import Database
+from appliance.services.chat import ChatService
+from appliance.services.ingest import IngestService
+from appliance.services.knowledge import KnowledgeBase
+from engine.base import Engine
+
+log = logging.getLogger(__name__)
+
+SAMPLE_CORPUS = Path(__file__).parent / "sample_corpus"
+
+
+@dataclass
+class Appliance:
+    config: AppConfig
+    db: Database
+    auth: AuthService
+    engine: Engine
+    knowledge: KnowledgeBase
+    ingest: IngestService
+    chat: ChatService
+    first_admin_password: str | None = None
+
+    def close(self) -> None:
+        self.engine.close()
+        self.db.dispose()
+
+
+def build_engine(config: AppConfig) -> Engine:
+    if config.profile != "cpu" or config.engine.backend != "embedded":
+        raise ConfigError(
+            f"config error: profile {config.profile!r} with engine.backend "
+            f"{config.engine.backend!r} is not yet supported; use profile 'cpu' with the "
+            "'embedded' backend"
+        )
+    from engine.embedded.engine import EmbeddedEngine
+    from engine.embedded.model_store import resolve_model_dir
+
+    e = config.engine
+    model_dir = resolve_model_dir(e.model_path, config.paths.models_dir)
+    return EmbeddedEngine(
+        model_dir,
+        dtype=e.dtype,
+        kv_budget_tokens=e.kv_budget_tokens,
+        max_queue=e.max_queue,
+        threads=e.threads,
+        profile=config.profile,
+    )
+
+
+def open_database(config: AppConfig) -> Database:
+    config.paths.data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(config.database_url, echo=config.database.echo)
+    db.migrate()
+    return db
+
+
+def bootstrap_admin(config: AppConfig, auth: AuthService) -> str | None:
+    """Create the first admin with a generated password; return it (to show once) or None."""
+    if auth.has_admin():
+        return None
+    password = generate_password()
+    auth.create_user(config.bootstrap.admin_username, password, role="admin")
+    return password
+
+
+def build_appliance(config: AppConfig, engine: Engine | None = None) -> Appliance:
+    """Start every part in order. ``engine`` lets tests share one loaded model."""
+    from rag.embeddings import Embedder
+
+    db = open_database(config)
+    auth = AuthService(db, config.security.session_ttl_hours)
+    password = bootstrap_admin(config, auth)
+    engine = engine or build_engine(config)
+    embedder = Embedder(config.rag.embedding_model_path)
+    knowledge = KnowledgeBase(db, embedder, config.paths.index_dir)
+    added, removed = knowledge.reconcile()
+    if added or removed:
+        log.info("index reconciled with the database: %d added, %d removed", added, removed)
+    ingest = IngestService(
+        db,
+        knowledge,
+        engine.count_tokens,
+        config.rag.chunk_tokens,
+        config.rag.chunk_overlap_tokens,
+        config.rag.max_upload_mb * 1024 * 1024,
+    )
+    if config.bootstrap.ingest_sample_corpus and ingest.document_count() == 0:
+        results = ingest.ingest_folder(SAMPLE_CORPUS)
+        log.info("sample corpus: %d documents indexed", sum(r.status == "indexed" for r in results))
+    chat = ChatService(
+        db, knowledge, engine, config.chat, config.rag.top_k, config.engine.max_new_tokens
+    )
+    return Appliance(config, db, auth, engine, knowledge, ingest, chat, password)
+
+
+def build_web_app(appliance: Appliance) -> FastAPI:
+    """The FastAPI app: the JSON/SSE API, with the Gradio chat page mounted at ``/``."""
+    import gradio as gr
+
+    from appliance.api import build_api
+    from ui.chat_page import CSS, build_chat_page, theme
+
+    app = build_api(appliance.auth, appliance.chat, appliance.engine)
+    page = build_chat_page(appliance.chat, appliance.auth)
+    return gr.mount_gradio_app(
+        app,
+        page,
+        path="/",
+        auth=lambda username, password: appliance.auth.authenticate(username, password) is not None,
+        auth_message="Sign in with your company account.",
+        theme=theme(),
+        css=CSS,
+        ssr_mode=False,
+        footer_links=[],
+    )

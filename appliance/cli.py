@@ -1,0 +1,158 @@
+"""The ``appliance`` command: serve, ingest, bench, doctor, users."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import logging
+import sys
+from pathlib import Path
+
+from appliance.config import AppConfig, ConfigError, load_config
+
+
+def _config(args: argparse.Namespace) -> AppConfig:
+    overrides: dict = {}
+    if getattr(args, "host", None):
+        overrides.setdefault("server", {})["host"] = args.host
+    if getattr(args, "port", None) is not None:
+        overrides.setdefault("server", {})["port"] = args.port
+    return load_config(args.config, overrides=overrides)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from appliance.app import build_appliance, build_web_app
+
+    config = _config(args)
+    print(f"starting the appliance (profile {config.profile}); first start prepares the models")
+    appliance = build_appliance(config)
+    if appliance.first_admin_password:
+        print(
+            f"\n  First admin account created: {config.bootstrap.admin_username} / "
+            f"{appliance.first_admin_password}\n  (shown once; change it after logging in)\n"
+        )
+    app = build_web_app(appliance)
+    print(f"serving on http://{config.server.host}:{config.server.port}", flush=True)
+    try:
+        uvicorn.run(app, host=config.server.host, port=config.server.port, log_level="warning")
+    finally:
+        appliance.close()
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from appliance.app import build_appliance
+
+    config = _config(args)
+    config = config.model_copy(
+        update={"bootstrap": config.bootstrap.model_copy(update={"ingest_sample_corpus": False})}
+    )
+    appliance = build_appliance(config)
+    try:
+        paths = [Path(p) for p in args.paths]
+        failed = 0
+        for path in paths:
+            if path.is_dir():
+                results = appliance.ingest.ingest_folder(path, collection=args.collection)
+            else:
+                results = appliance.ingest.ingest_paths([path], collection=args.collection)
+            for r in results:
+                line = f"{r.status:9} {r.name}"
+                line += f": {r.chunks} chunks" if r.status == "indexed" else ""
+                line += f": {r.error}" if r.error else ""
+                print(line)
+                failed += r.status == "error"
+        return 1 if failed else 0
+    finally:
+        appliance.close()
+
+
+def cmd_users(args: argparse.Namespace) -> int:
+    from appliance.app import open_database
+    from appliance.auth import AuthError, AuthService
+
+    config = _config(args)
+    db = open_database(config)
+    auth = AuthService(db, config.security.session_ttl_hours)
+    try:
+        if args.action == "list":
+            for p in auth.list_users():
+                print(f"{p.username}\t{p.role}")
+            return 0
+        password = args.password or getpass.getpass(f"password for {args.username}: ")
+        if args.action == "create":
+            auth.create_user(args.username, password, role=args.role)
+            print(f"created {args.role} {args.username}")
+        else:
+            auth.set_password(args.username, password)
+            print(f"password changed for {args.username}")
+        return 0
+    except AuthError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        db.dispose()
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from appliance.doctor import run_checks
+
+    return run_checks(_config(args))
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    print("appliance bench: not yet implemented (engine, index and ordering benchmarks come later)")
+    return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="appliance", description="On-prem RAG chat appliance")
+    parser.add_argument("--config", type=Path, default=None, help="TOML config file")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("serve", help="run the web app (chat, API) and the engine")
+    p.add_argument("--host")
+    p.add_argument("--port", type=int)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("ingest", help="add documents (files or folders) to the index")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--collection", default="default")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("bench", help="benchmarks (not yet)")
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("doctor", help="check the installation and say what to fix")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("users", help="manage accounts")
+    p.add_argument("action", choices=["list", "create", "passwd"])
+    p.add_argument("username", nargs="?")
+    p.add_argument("--role", choices=["staff", "admin"], default="staff")
+    p.add_argument("--password", help="default: prompt for it")
+    p.set_defaults(func=cmd_users)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.command == "users" and args.action != "list" and not args.username:
+        parser.error("users create/passwd need a username")
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Database: ORM models, sessions and schema migrations."""

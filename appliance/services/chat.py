@@ -1,0 +1,270 @@
+"""One chat turn: retrieve, assemble a prefix-stable prompt, stream from the engine, store.
+
+A turn is stored (question and answer together, in one transaction) only once the engine has
+finished or the reader has gone away; an engine error stores nothing, so the caller can offer
+the same question again and the conversation never holds half a turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+
+from appliance.auth import Principal
+from appliance.config import ChatConfig
+from appliance.db.models import Conversation, Message
+from appliance.db.session import Database
+from appliance.services.knowledge import KnowledgeBase
+from engine.base import (
+    Engine,
+    EngineError,
+    Finished,
+    GenerateRequest,
+    GenerationStats,
+    SamplingParams,
+    TextDelta,
+)
+from rag.prompt import Citation, build_messages, number_chunks, render_user_turn
+
+log = logging.getLogger(__name__)
+
+
+class ChatError(Exception):
+    """A turn that cannot start; ``kind`` is stable for the API and the UI."""
+
+    def __init__(self, kind: str, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class RetrievalEvent:
+    citations: list[Citation]
+    retrieval_ms: float
+
+
+@dataclass(frozen=True)
+class DeltaEvent:
+    text: str
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    conversation_id: int
+    message_id: int
+    answer: str
+    stats: GenerationStats
+    retrieval_ms: float
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    kind: str
+    message: str
+
+
+ChatEvent = RetrievalEvent | DeltaEvent | DoneEvent | ErrorEvent
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    conversation_id: int | None
+    messages: tuple[tuple[str, str], ...]
+    user_turn: str
+    citations: list[Citation]
+    retrieval_ms: float
+
+
+class ChatService:
+    def __init__(
+        self,
+        db: Database,
+        knowledge: KnowledgeBase,
+        engine: Engine,
+        chat: ChatConfig,
+        top_k: int,
+        max_new_tokens: int,
+    ) -> None:
+        self.db = db
+        self.knowledge = knowledge
+        self.engine = engine
+        self.cfg = chat
+        self.top_k = top_k
+        self.max_new_tokens = max_new_tokens
+
+    # ---- conversations --------------------------------------------------------------------
+
+    def _owned(self, s, principal: Principal, conversation_id: int) -> Conversation:  # noqa: ANN001
+        conv = s.get(Conversation, conversation_id)
+        if conv is None or conv.user_id != principal.user_id:
+            # the same answer for "missing" and "someone else's": ids leak nothing
+            raise ChatError("not_found", f"conversation {conversation_id} not found")
+        return conv
+
+    def list_conversations(self, principal: Principal) -> list[dict]:
+        with self.db.session() as s:
+            rows = s.scalars(
+                select(Conversation)
+                .where(Conversation.user_id == principal.user_id)
+                .order_by(Conversation.updated_at.desc(), Conversation.id.desc())
+            ).all()
+            return [
+                {"id": c.id, "title": c.title, "updated_at": c.updated_at.isoformat()} for c in rows
+            ]
+
+    def get_messages(self, principal: Principal, conversation_id: int) -> list[dict]:
+        with self.db.session() as s:
+            conv = self._owned(s, principal, conversation_id)
+            return [
+                {
+                    "id": m.id,
+                    "role": m.role,
+                    "content": m.content,
+                    "citations": m.citations or [],
+                    "finish_reason": m.finish_reason,
+                    "prompt_tokens": m.prompt_tokens,
+                    "cached_tokens": m.cached_tokens,
+                    "completion_tokens": m.completion_tokens,
+                    "ttft_ms": m.ttft_ms,
+                    "e2e_ms": m.e2e_ms,
+                    "retrieval_ms": m.retrieval_ms,
+                }
+                for m in conv.messages
+            ]
+
+    # ---- a turn ---------------------------------------------------------------------------
+
+    def ask(
+        self, principal: Principal, question: str, conversation_id: int | None = None
+    ) -> Iterator[ChatEvent]:
+        """Validate and start a turn (raising ``ChatError`` before any work on bad input),
+        then return the stream of events."""
+        question = question.strip()
+        if not question:
+            raise ChatError("empty", "the question is empty")
+        if len(question) > self.cfg.max_prompt_chars:
+            raise ChatError(
+                "too_long",
+                f"the question is {len(question)} characters; the limit is "
+                f"{self.cfg.max_prompt_chars}",
+            )
+        prepared = self._prepare(principal, question, conversation_id)
+        sampling = SamplingParams(
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.cfg.temperature,
+            top_p=self.cfg.top_p,
+        )
+        try:
+            stream = self.engine.generate(
+                GenerateRequest(messages=prepared.messages, sampling=sampling)
+            )
+        except EngineError as exc:
+            raise ChatError(exc.kind, str(exc), getattr(exc, "retry_after_s", None)) from exc
+        return self._run(principal, question, prepared, stream)
+
+    def _history(self, conv: Conversation) -> tuple[list[tuple[str, str]], dict[int, int]]:
+        history: list[tuple[str, str]] = []
+        known: dict[int, int] = {}
+        for m in conv.messages:
+            if m.role == "user":
+                history.append(("user", m.prompt_text or m.content))
+            else:
+                history.append(("assistant", m.content))
+                for c in m.citations or []:
+                    known.setdefault(c["chunk_id"], c["number"])
+        return history, known
+
+    def _prepare(
+        self, principal: Principal, question: str, conversation_id: int | None
+    ) -> _Prepared:
+        history: list[tuple[str, str]] = []
+        known: dict[int, int] = {}
+        if conversation_id is not None:
+            with self.db.session() as s:
+                history, known = self._history(self._owned(s, principal, conversation_id))
+        retrieved, retrieval_ms = self.knowledge.retrieve(question, self.top_k)
+        new_chunks, citations = number_chunks(retrieved, known)
+        user_turn = render_user_turn(question, new_chunks, citations)
+        # keep the last N turns; drop the oldest whole turns if the prompt would not fit
+        history = history[-2 * self.cfg.history_turns :] if self.cfg.history_turns else []
+        limit = self.engine.info().context_length - self.max_new_tokens
+        while True:
+            messages = build_messages(self.cfg.system_prompt, history, user_turn)
+            if not history or self.engine.count_tokens(self.engine.render_chat(messages)) <= limit:
+                break
+            history = history[2:]
+        return _Prepared(conversation_id, messages, user_turn, citations, retrieval_ms)
+
+    def _run(
+        self,
+        principal: Principal,
+        question: str,
+        prepared: _Prepared,
+        stream: Iterator,
+    ) -> Iterator[ChatEvent]:
+        yield RetrievalEvent(prepared.citations, prepared.retrieval_ms)
+        parts: list[str] = []
+        stats: GenerationStats | None = None
+        try:
+            for item in stream:
+                if isinstance(item, TextDelta):
+                    parts.append(item.text)
+                    yield DeltaEvent(item.text)
+                elif isinstance(item, Finished):
+                    stats = item.stats
+        except EngineError as exc:
+            yield ErrorEvent(exc.kind, f"The engine failed to answer: {exc}")
+            return
+        finally:
+            if stats is None:
+                stream.close()  # the reader left or the engine failed: cancel generation
+        answer = "".join(parts)
+        conv_id, msg_id = self._store(principal, question, prepared, answer, stats)
+        yield DoneEvent(conv_id, msg_id, answer, stats, prepared.retrieval_ms)
+
+    def _store(
+        self,
+        principal: Principal,
+        question: str,
+        prepared: _Prepared,
+        answer: str,
+        stats: GenerationStats,
+    ) -> tuple[int, int]:
+        now = datetime.now(UTC)
+        with self.db.session() as s:
+            if prepared.conversation_id is None:
+                conv = Conversation(user_id=principal.user_id, title=question[:80], updated_at=now)
+                s.add(conv)
+                s.flush()
+            else:
+                conv = self._owned(s, principal, prepared.conversation_id)
+                conv.updated_at = now
+            s.add(
+                Message(
+                    conversation_id=conv.id,
+                    role="user",
+                    content=question,
+                    prompt_text=prepared.user_turn,
+                )
+            )
+            reply = Message(
+                conversation_id=conv.id,
+                role="assistant",
+                content=answer,
+                citations=[asdict(c) for c in prepared.citations],
+                finish_reason=stats.finish_reason,
+                prompt_tokens=stats.prompt_tokens,
+                cached_tokens=stats.cached_tokens,
+                completion_tokens=stats.completion_tokens,
+                ttft_ms=stats.ttft_s * 1000,
+                e2e_ms=stats.e2e_s * 1000,
+                retrieval_ms=prepared.retrieval_ms,
+            )
+            s.add(reply)
+            s.flush()
+            return conv.id, reply.id

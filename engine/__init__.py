@@ -1,0 +1,1 @@
+"""The engine contract and its backends (embedded CPU engine; SGLang client for GPU boxes)."""

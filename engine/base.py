@@ -1,0 +1,130 @@
+"""The engine contract: typed requests, streamed deltas, final stats and errors.
+
+Every backend (the embedded CPU engine, the SGLang client) implements ``Engine``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+FinishReason = Literal["stop", "length", "abort"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """Either ``prompt`` (already rendered text) or ``messages`` (rendered by the engine)."""
+
+    prompt: str | None = None
+    messages: tuple[tuple[str, str], ...] | None = None  # (role, content)
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class GenerationStats:
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    ttft_s: float
+    e2e_s: float
+    finish_reason: FinishReason
+    queue_s: float = 0.0
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        decode_s = self.e2e_s - self.ttft_s
+        if self.completion_tokens <= 1 or decode_s <= 0:
+            return 0.0
+        return (self.completion_tokens - 1) / decode_s
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of newly generated text; always whole UTF-8 characters."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The last item of every stream."""
+
+    stats: GenerationStats
+
+
+StreamItem = TextDelta | Finished
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    backend: str
+    model: str
+    context_length: int
+    profile: str
+    dtype: str
+
+
+class EngineError(RuntimeError):
+    """Base class of errors a backend raises; ``kind`` is stable for UIs and metrics."""
+
+    kind = "engine_error"
+
+
+class EngineBusy(EngineError):
+    kind = "busy"
+
+    def __init__(self, message: str, retry_after_s: float = 2.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class PromptTooLong(EngineError):
+    kind = "prompt_too_long"
+
+
+class EngineUnavailable(EngineError):
+    kind = "unavailable"
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What the rest of the appliance may ask of an engine."""
+
+    def generate(self, request: GenerateRequest) -> Iterator[StreamItem]:
+        """Stream ``TextDelta`` items, then exactly one ``Finished``.
+
+        Raises ``EngineBusy`` or ``PromptTooLong`` before any compute; closing the iterator
+        early cancels the request and frees its resources.
+        """
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens ``text`` takes in this engine's tokenizer."""
+        ...
+
+    def render_chat(self, messages: tuple[tuple[str, str], ...]) -> str:
+        """The exact prompt text the engine builds from chat messages."""
+        ...
+
+    def health(self) -> bool: ...
+
+    def info(self) -> EngineInfo: ...
+
+    def metrics(self) -> dict[str, float]:
+        """Counters and gauges under SGLang's metric names (without the ``sglang:`` prefix)."""
+        ...
+
+    def flush_cache(self) -> None: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,1 @@
+"""Retrieval: parsing, chunking, embeddings, the FAISS index, retrieval and prompt assembly."""

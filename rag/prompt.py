@@ -1,0 +1,94 @@
+"""Prefix-stable prompt assembly (pure).
+
+Layout of a conversation's messages: system prompt, then per turn a user message holding the
+documents new to this conversation and the question, then the assistant's answer. Earlier turns
+are replayed byte-for-byte from what was stored, so each turn's prompt extends the previous
+turn's prompt plus its answer, and the engine's prefix cache covers all of it. Nothing
+request-specific (date, user name, scores) is rendered before the documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rag.types import RetrievedChunk
+
+
+@dataclass(frozen=True)
+class Citation:
+    number: int
+    chunk_id: int
+    document_id: int
+    title: str
+    section: str
+    page: int | None
+    source: str
+    text: str
+
+
+def chunk_header(title: str, section: str, page: int | None) -> str:
+    """The fixed header of a chunk, rendered identically every time."""
+    header = title if not section else f"{title} > {section}"
+    return f"{header} (p. {page})" if page is not None else header
+
+
+def render_chunk(number: int, chunk: RetrievedChunk) -> str:
+    return (
+        f"[{number}] {chunk_header(chunk.title, chunk.section, chunk.page)}\n{chunk.text.strip()}"
+    )
+
+
+def number_chunks(
+    retrieved: Sequence[RetrievedChunk], known: dict[int, int]
+) -> tuple[list[tuple[int, RetrievedChunk]], list[Citation]]:
+    """Give each retrieved chunk its number in the conversation.
+
+    ``known`` maps chunk ids already shown in this conversation to their numbers. Returns the
+    chunks that are new (to render in this turn) and citations for every retrieved chunk,
+    in retrieval order.
+    """
+    next_number = max(known.values(), default=0) + 1
+    new: list[tuple[int, RetrievedChunk]] = []
+    citations: list[Citation] = []
+    for chunk in retrieved:
+        number = known.get(chunk.chunk_id)
+        if number is None:
+            number = next_number
+            next_number += 1
+            new.append((number, chunk))
+        citations.append(
+            Citation(
+                number=number,
+                chunk_id=chunk.chunk_id,
+                document_id=chunk.document_id,
+                title=chunk.title,
+                section=chunk.section,
+                page=chunk.page,
+                source=chunk.source,
+                text=chunk.text,
+            )
+        )
+    return new, citations
+
+
+def render_user_turn(
+    question: str, new_chunks: Sequence[tuple[int, RetrievedChunk]], citations: Sequence[Citation]
+) -> str:
+    """The user message of one turn: new documents, a relevance hint, then the question."""
+    parts: list[str] = []
+    if new_chunks:
+        parts.append("Documents:\n\n" + "\n\n".join(render_chunk(n, c) for n, c in new_chunks))
+    if citations:
+        parts.append("Most relevant documents: " + ", ".join(f"[{c.number}]" for c in citations))
+    parts.append(f"Question: {question.strip()}")
+    return "\n\n".join(parts)
+
+
+def build_messages(
+    system_prompt: str,
+    history: Sequence[tuple[str, str]],
+    user_turn: str,
+) -> tuple[tuple[str, str], ...]:
+    """system | earlier turns (verbatim) | this turn."""
+    return (("system", system_prompt), *history, ("user", user_turn))

@@ -1,0 +1,42 @@
+"""Small typed records passed between the RAG stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Section:
+    heading: str
+    text: str
+    page: int | None = None
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    title: str
+    sections: tuple[Section, ...]
+    mime: str
+
+
+@dataclass(frozen=True)
+class ChunkDraft:
+    """A chunk before it has a database id."""
+
+    ordinal: int
+    section: str
+    page: int | None
+    text: str
+    token_count: int
+
+
+@dataclass(frozen=True)
+class RetrievedChunk:
+    chunk_id: int
+    document_id: int
+    title: str
+    section: str
+    page: int | None
+    text: str
+    source: str
+    score: float
