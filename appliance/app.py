@@ -18,6 +18,7 @@ from appliance.services.chat import ChatService
 from appliance.services.ingest import IngestService
 from appliance.services.knowledge import KnowledgeBase
 from engine.base import Engine
+from rag.embeddings import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -78,15 +79,15 @@ def bootstrap_admin(config: AppConfig, auth: AuthService) -> str | None:
     return password
 
 
-def build_appliance(config: AppConfig, engine: Engine | None = None) -> Appliance:
-    """Start every part in order. ``engine`` lets tests share one loaded model."""
-    from rag.embeddings import Embedder
-
+def build_appliance(
+    config: AppConfig, engine: Engine | None = None, embedder: Embedder | None = None
+) -> Appliance:
+    """Start every part in order. ``engine`` and ``embedder`` let tests share loaded models."""
     db = open_database(config)
     auth = AuthService(db, config.security.session_ttl_hours)
     password = bootstrap_admin(config, auth)
     engine = engine or build_engine(config)
-    embedder = Embedder(config.rag.embedding_model_path)
+    embedder = embedder or Embedder(config.rag.embedding_model_path)
     knowledge = KnowledgeBase(db, embedder, config.paths.index_dir)
     added, removed = knowledge.reconcile()
     if added or removed:

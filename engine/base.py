@@ -19,6 +19,7 @@ class SamplingParams:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    ignore_eos: bool = False  # generate exactly max_new_tokens (benchmarks, load tests)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def panel_markdown(stats: Mapping[str, Any] | None) -> str:
         ("Retrieval", f"{stats.get('retrieval_ms') or 0:.0f} ms"),
     ]
     body = "\n".join(f"| {k} | <span class='panel-value'>{v}</span> |" for k, v in rows)
-    return "| | |\n|---|---|\n" + body
+    return "| Metric | Value |\n|---|---|\n" + body
 
 
 def stats_row(stats: Any, retrieval_ms: float) -> dict[str, float]:

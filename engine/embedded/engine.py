@@ -265,7 +265,7 @@ class EmbeddedEngine:
                 completion += 1
                 if completion == 1:
                     ttft = time.perf_counter() - start
-                if token in self._eos:
+                if token in self._eos and not sp.ignore_eos:
                     finish = "stop"
                     break
                 delta = stream.push(token)

@@ -1,0 +1,69 @@
+"""The ``appliance`` command as a user runs it (real subprocesses)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def appliance(*args: str, env: dict | None = None, cwd: Path | None = None):  # noqa: ANN201
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("APPLIANCE_")}
+    return subprocess.run(
+        [sys.executable, "-m", "appliance.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**clean, **(env or {})},
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def test_help_lists_the_subcommands() -> None:
+    out = appliance("--help")
+    assert out.returncode == 0
+    for command in ("serve", "ingest", "bench", "doctor", "users"):
+        assert command in out.stdout
+
+
+def test_bad_config_value_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[server]\nport = "eighty"\n', encoding="utf-8")
+    out = appliance("--config", str(cfg), "doctor")
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "server.port" in lines[0]
+
+    out = appliance("doctor", env={"APPLIANCE_ENGINE__MAX_NEW_TOKENS": "lots"})
+    assert out.returncode == 2 and "engine.max_new_tokens" in out.stderr
+
+    cfg.write_text("[engine]\nturbo = true\n", encoding="utf-8")
+    out = appliance("--config", str(cfg), "doctor")
+    assert out.returncode == 2 and "engine.turbo: unknown key" in out.stderr
+
+
+def test_default_secret_is_refused_in_production() -> None:
+    out = appliance("doctor", env={"APPLIANCE_SECURITY__ENVIRONMENT": "production"})
+    assert out.returncode == 2 and "secret_key" in out.stderr
+
+
+def test_bench_says_not_yet() -> None:
+    out = appliance("bench")
+    assert out.returncode == 2 and "not yet" in out.stdout
+
+
+def test_users_and_doctor_on_a_fresh_data_dir(tmp_path: Path) -> None:
+    env = {"APPLIANCE_PATHS__DATA_DIR": str(tmp_path / "data")}
+    doctor = appliance("doctor", env=env)
+    assert doctor.returncode == 1 and "appliance serve" in doctor.stdout
+    made = appliance("users", "create", "kim", "--password", "s3cret-pass", env=env)
+    assert made.returncode == 0, made.stderr
+    again = appliance("users", "create", "kim", "--password", "s3cret-pass", env=env)
+    assert again.returncode == 1 and "already exists" in again.stderr
+    listed = appliance("users", "list", env=env)
+    assert "kim\tstaff" in listed.stdout
+    short = appliance("users", "create", "lee", "--password", "short", env=env)
+    assert short.returncode == 1 and "at least 8" in short.stderr
+    doctor = appliance("doctor", env=env)
+    assert "[ok] database" in doctor.stdout
