@@ -102,3 +102,9 @@ def appliance(tmp_path_factory: pytest.TempPathFactory, model_dir: Path, engine,
     app = build_appliance(config, engine=engine, embedder=embedder)
     yield app
     app.db.dispose()
+
+
+@pytest.fixture(scope="session")
+def config_for():  # noqa: ANN201
+    """``make_config`` as a fixture, for test modules (conftest is not importable)."""
+    return make_config

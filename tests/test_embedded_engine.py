@@ -143,3 +143,18 @@ def test_korean_streaming_never_shows_a_broken_character(engine) -> None:  # noq
     assert final.stats.completion_tokens > 0
     assert all("\ufffd" not in d for d in deltas)
     assert "".join(deltas).encode("utf-8").decode("utf-8") == "".join(deltas)
+
+
+def test_flush_cache_drops_every_cached_prefix(engine) -> None:  # noqa: ANN001
+    request = GenerateRequest(
+        messages=(("system", unique_system(30)), ("user", "hi")), sampling=SamplingParams(2)
+    )
+    run(engine, request)
+    _, warm = run(engine, request)
+    assert warm.stats.cached_tokens == warm.stats.prompt_tokens - 1
+    engine.flush_cache()
+    _, cold = run(engine, request)
+    assert cold.stats.cached_tokens == 0
+    # only this request's tokens are cached now: its prompt and at most its fed answer tokens
+    used = engine.metrics()["num_used_tokens"]
+    assert cold.stats.prompt_tokens <= used < cold.stats.prompt_tokens + 2

@@ -91,6 +91,7 @@ class EmbeddedEngine:
         self._cv = threading.Condition()
         self._running = 0
         self._closed = False
+        self._flush = False  # set by flush_cache(); the scheduler thread clears the cache
         self._counters = dict.fromkeys(
             (
                 "prompt_tokens_total",
@@ -179,8 +180,6 @@ class EmbeddedEngine:
         self._worker.join(timeout=30)
 
     # ---- internals ------------------------------------------------------------------------
-
-    _flush = False
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()
