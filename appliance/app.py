@@ -58,6 +58,7 @@ def build_engine(config: AppConfig) -> Engine:
         dtype=e.dtype,
         kv_budget_tokens=e.kv_budget_tokens,
         max_queue=e.max_queue,
+        max_running=e.max_running_requests,
         threads=e.threads,
         profile=config.profile,
     )

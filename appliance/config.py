@@ -65,6 +65,7 @@ class EngineConfig(_Section):
     max_new_tokens: int = Field(256, ge=1, le=8192)
     kv_budget_tokens: int = Field(32768, ge=256)
     max_queue: int = Field(16, ge=1)
+    max_running_requests: int = Field(8, ge=1, le=64)
     request_timeout_s: float = Field(120.0, gt=0)
     sglang_url: str = "http://127.0.0.1:30000"
 

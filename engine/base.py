@@ -24,12 +24,16 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class GenerateRequest:
-    """Either ``prompt`` (already rendered text) or ``messages`` (rendered by the engine)."""
+    """Exactly one of ``prompt`` (rendered text), ``messages`` (rendered by the engine with the
+    model's chat template) or ``input_ids`` (already tokenised)."""
 
     prompt: str | None = None
     messages: tuple[tuple[str, str], ...] | None = None  # (role, content)
+    input_ids: tuple[int, ...] | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
     request_id: str | None = None
+    # a JSON Schema (as a string); the output then always parses and validates against it
+    json_schema: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,12 @@ class EngineUnavailable(EngineError):
     kind = "unavailable"
 
 
+class InvalidRequest(EngineError):
+    """The request itself is malformed (empty prompt, bad schema, unknown option)."""
+
+    kind = "invalid_request"
+
+
 @runtime_checkable
 class Engine(Protocol):
     """What the rest of the appliance may ask of an engine."""
@@ -116,6 +126,10 @@ class Engine(Protocol):
 
     def render_chat(self, messages: tuple[tuple[str, str], ...]) -> str:
         """The exact prompt text the engine builds from chat messages."""
+        ...
+
+    def abort(self, request_id: str) -> bool:
+        """Cancel a waiting or running request; False when no such request is in flight."""
         ...
 
     def health(self) -> bool: ...

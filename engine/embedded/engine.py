@@ -1,53 +1,27 @@
-"""The embedded CPU engine: one scheduler thread runs a Hugging Face causal LM on the CPU,
-reusing prompt-prefix KV from a radix cache across requests.
-
-Requests wait in a bounded queue; when several wait, the one with the longest cached prefix
-goes first (SGLang's ``lpm`` policy). Closing a request's stream cancels it at the next step.
-"""
+"""The embedded CPU engine: a Hugging Face causal LM served in-process by a continuous-batching
+scheduler with a token-level radix cache of prompt-prefix KV (see ``scheduler.py``)."""
 
 from __future__ import annotations
 
 import logging
-import queue
-import threading
-import time
 import uuid
-from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from engine.base import (
-    EngineBusy,
-    EngineError,
     EngineInfo,
     Finished,
     GenerateRequest,
-    GenerationStats,
+    InvalidRequest,
     PromptTooLong,
-    SamplingParams,
     StreamItem,
-    TextDelta,
 )
-from engine.embedded.radix_cache import RadixKVCache, match_length
-from engine.embedded.sampling import make_generator, sample_next
-from engine.embedded.textstream import TextStream
+from engine.embedded.scheduler import Scheduler
+from engine.embedded.sequence import Job
 
 log = logging.getLogger(__name__)
-
-PREFILL_CHUNK = 512  # tokens per prefill step; cancellation is checked between steps
-
-
-@dataclass
-class _Job:
-    rid: str
-    ids: list[int]
-    sampling: SamplingParams
-    out: queue.Queue = field(default_factory=queue.Queue)
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    enqueued_at: float = field(default_factory=time.perf_counter)
 
 
 def pick_dtype(name: str) -> torch.dtype:
@@ -63,6 +37,8 @@ def pick_dtype(name: str) -> torch.dtype:
 class EmbeddedEngine:
     """Implements ``engine.base.Engine`` in-process."""
 
+    supports_json_schema = True
+
     def __init__(
         self,
         model_dir: Path,
@@ -70,6 +46,7 @@ class EmbeddedEngine:
         dtype: str = "auto",
         kv_budget_tokens: int = 32768,
         max_queue: int = 16,
+        max_running: int = 8,
         threads: int = 0,
         profile: str = "cpu",
     ) -> None:
@@ -85,25 +62,17 @@ class EmbeddedEngine:
         self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=self._dtype)
         self.model.eval()
         self.context_length = int(getattr(self.model.config, "max_position_embeddings", 2048))
-        self._eos = self._eos_ids()
-        self._cache = RadixKVCache(kv_budget_tokens)
-        self._pending: deque[_Job] = deque()
-        self._cv = threading.Condition()
-        self._running = 0
-        self._closed = False
-        self._flush = False  # set by flush_cache(); the scheduler thread clears the cache
-        self._counters = dict.fromkeys(
-            (
-                "prompt_tokens_total",
-                "cached_tokens_total",
-                "generation_tokens_total",
-                "num_requests_total",
-                "num_aborted_requests_total",
-            ),
-            0.0,
+        self._grammar = None  # compiled lazily, on the first request with a JSON schema
+        self._scheduler = Scheduler(
+            self.model,
+            self._decode,
+            frozenset(self._eos_ids()),
+            self.context_length,
+            kv_budget_tokens,
+            max_running,
+            max_queue,
         )
-        self._worker = threading.Thread(target=self._loop, name="embedded-engine", daemon=True)
-        self._worker.start()
+        self._scheduler.thread.start()
 
     # ---- contract -------------------------------------------------------------------------
 
@@ -121,32 +90,26 @@ class EmbeddedEngine:
         return len(self.encode(text))
 
     def generate(self, request: GenerateRequest) -> Iterator[StreamItem]:
-        if request.prompt is not None:
-            prompt = request.prompt
-        elif request.messages:
-            prompt = self.render_chat(request.messages)
-        else:
-            raise EngineError("empty request: give a prompt or messages")
-        ids = self.encode(prompt)
-        if not ids:
-            raise EngineError("empty prompt")
+        ids = self._request_ids(request)
         if len(ids) >= self.context_length:
             raise PromptTooLong(
                 f"prompt is {len(ids)} tokens; the model's context window is "
                 f"{self.context_length} tokens"
             )
-        job = _Job(rid=request.request_id or uuid.uuid4().hex, ids=ids, sampling=request.sampling)
-        with self._cv:
-            if self._closed:
-                raise EngineError("engine is shut down")
-            if len(self._pending) >= self.max_queue:
-                raise EngineBusy(f"engine busy: {len(self._pending)} requests already waiting")
-            self._pending.append(job)
-            self._cv.notify()
+        job = Job(
+            rid=request.request_id or uuid.uuid4().hex,
+            ids=ids,
+            sampling=request.sampling,
+            constraint=self._constraint(request.json_schema),
+        )
+        self._scheduler.submit(job)
         return self._stream(job)
 
+    def abort(self, request_id: str) -> bool:
+        return self._scheduler.abort(request_id)
+
     def health(self) -> bool:
-        return self._worker.is_alive() and not self._closed
+        return self._scheduler.thread.is_alive() and not self._scheduler.closed
 
     def info(self) -> EngineInfo:
         return EngineInfo(
@@ -158,28 +121,45 @@ class EmbeddedEngine:
         )
 
     def metrics(self) -> dict[str, float]:
-        with self._cv:
-            out = dict(self._counters)
-            out["num_running_reqs"] = float(self._running)
-            out["num_queue_reqs"] = float(len(self._pending))
-        out["num_used_tokens"] = float(self._cache.total_tokens)
-        out["max_total_num_tokens"] = float(self._cache.budget_tokens)
+        out = self._scheduler.snapshot()
         prompt = out["prompt_tokens_total"]
         out["cache_hit_rate"] = out["cached_tokens_total"] / prompt if prompt else 0.0
         return out
 
     def flush_cache(self) -> None:
-        with self._cv:
-            self._flush = True
-            self._cv.notify()
+        """Drop every cached prefix (done by the scheduler once no request is running)."""
+        self._scheduler.request_flush()
 
     def close(self) -> None:
-        with self._cv:
-            self._closed = True
-            self._cv.notify()
-        self._worker.join(timeout=30)
+        self._scheduler.stop()
 
     # ---- internals ------------------------------------------------------------------------
+
+    def _request_ids(self, request: GenerateRequest) -> list[int]:
+        given = [x is not None for x in (request.prompt, request.messages, request.input_ids)]
+        if sum(given) != 1:
+            raise InvalidRequest("give exactly one of prompt, messages or input_ids")
+        if request.input_ids is not None:
+            ids = list(request.input_ids)
+            vocab = int(self.model.config.vocab_size)
+            if any(not 0 <= i < vocab for i in ids):
+                raise InvalidRequest(f"input_ids must be token ids in [0, {vocab})")
+        elif request.messages is not None:
+            ids = self.encode(self.render_chat(request.messages)) if request.messages else []
+        else:
+            ids = self.encode(request.prompt or "")
+        if not ids:
+            raise InvalidRequest("the prompt is empty")
+        return ids
+
+    def _constraint(self, schema: str | None):  # noqa: ANN202
+        if schema is None:
+            return None
+        from engine.embedded.grammar import GrammarCompiler, JsonConstraint
+
+        if self._grammar is None:
+            self._grammar = GrammarCompiler(self.tokenizer, int(self.model.config.vocab_size))
+        return JsonConstraint(self._grammar.compile_json_schema(schema))
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -193,7 +173,7 @@ class EmbeddedEngine:
             ids.add(self.tokenizer.eos_token_id)
         return ids
 
-    def _stream(self, job: _Job) -> Iterator[StreamItem]:
+    def _stream(self, job: Job) -> Iterator[StreamItem]:
         try:
             while True:
                 item = job.out.get()
@@ -205,113 +185,6 @@ class EmbeddedEngine:
         finally:
             job.cancelled.set()  # no-op after Finished; aborts the job if the reader left
 
-    def _next_job(self) -> _Job | None:
-        with self._cv:
-            while not self._pending and not self._closed and not self._flush:
-                self._cv.wait()
-            if self._flush:
-                self._cache.clear()
-                self._flush = False
-            if self._closed or not self._pending:
-                return None
-            # longest cached prefix first; FIFO among equals (max() keeps the first maximum)
-            job = max(self._pending, key=lambda j: match_length(self._cache, j.ids[:-1]))
-            self._pending.remove(job)
-            self._running += 1
-            return job
-
-    def _loop(self) -> None:
-        while True:
-            job = self._next_job()
-            if job is None:
-                if self._closed:
-                    return
-                continue
-            try:
-                self._run(job)
-            except Exception as exc:  # keep serving other requests
-                log.exception("request %s failed", job.rid)
-                job.out.put(EngineError(f"generation failed: {exc}"))
-            finally:
-                with self._cv:
-                    self._running -= 1
-
-    @torch.inference_mode()
-    def _run(self, job: _Job) -> None:
-        from transformers import DynamicCache
-
-        start = time.perf_counter()
-        ids, sp = job.ids, job.sampling
-        # keep at least one prompt token to run, so there are logits to sample from
-        cached, kv = self._cache.match(ids[:-1])
-        cache = DynamicCache(ddp_cache_data=kv or None, config=self.model.config)
-        fed: list[int] = list(ids[:cached])  # tokens whose KV is in ``cache``
-        stream = TextStream(decode=self._decode, stops=sp.stop)
-        finish, ttft, completion = "abort", 0.0, 0
-        logits = None
-        for pos in range(cached, len(ids), PREFILL_CHUNK):
-            if job.cancelled.is_set():
-                break
-            piece = ids[pos : pos + PREFILL_CHUNK]
-            logits = self._forward(piece, cache)
-            fed.extend(piece)
-        else:
-            budget = min(sp.max_new_tokens, self.context_length - len(ids))
-            generator = make_generator(sp.seed)
-            finish = "length"
-            while completion < budget:
-                token = sample_next(logits, sp.temperature, sp.top_p, generator)
-                completion += 1
-                if completion == 1:
-                    ttft = time.perf_counter() - start
-                if token in self._eos and not sp.ignore_eos:
-                    finish = "stop"
-                    break
-                delta = stream.push(token)
-                if delta:
-                    job.out.put(TextDelta(delta))
-                if stream.stopped:
-                    finish = "stop"
-                    break
-                if completion >= budget:
-                    break
-                if job.cancelled.is_set():
-                    finish = "abort"
-                    break
-                logits = self._forward([token], cache)
-                fed.append(token)
-            tail = stream.flush()
-            if tail and finish != "abort":
-                job.out.put(TextDelta(tail))
-        # the prefix cache keeps what was computed, also for aborted requests; the request's
-        # own cache object is dropped here, which frees its KV
-        if fed:
-            self._cache.insert(fed, [(layer.keys, layer.values) for layer in cache.layers])
-        del cache
-        stats = GenerationStats(
-            prompt_tokens=len(ids),
-            cached_tokens=cached,
-            completion_tokens=completion,
-            ttft_s=ttft,
-            e2e_s=time.perf_counter() - start,
-            finish_reason=finish,  # type: ignore[arg-type]
-            queue_s=start - job.enqueued_at,
-        )
-        with self._cv:
-            c = self._counters
-            c["prompt_tokens_total"] += len(ids)
-            c["cached_tokens_total"] += cached
-            c["generation_tokens_total"] += completion
-            c["num_requests_total"] += 1
-            if finish == "abort":
-                c["num_aborted_requests_total"] += 1
-        job.out.put(Finished(stats))
-
-    def _forward(self, ids: list[int], cache) -> torch.Tensor:  # noqa: ANN001
-        out = self.model(
-            input_ids=torch.tensor([ids]), cache=cache, use_cache=True, logits_to_keep=1
-        )
-        return out.logits[0, -1]
-
     def _decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
+

@@ -1,0 +1,102 @@
+"""One request's decode state inside the scheduler: what it was given, what it has produced,
+and the rule for when it is done."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from engine.base import FinishReason, GenerationStats, SamplingParams, TextDelta
+from engine.embedded.sampling import make_generator, sample_next
+from engine.embedded.textstream import TextStream
+
+
+@dataclass
+class Job:
+    """A request as queued: validated token ids and how to answer."""
+
+    rid: str
+    ids: list[int]
+    sampling: SamplingParams
+    constraint: Any = None  # engine.embedded.grammar.JsonConstraint, when a schema was given
+    out: queue.Queue = field(default_factory=queue.Queue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    enqueued_at: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class Sequence:
+    """A running request. ``fed`` lists the tokens whose KV exists (prompt, then answer tokens
+    fed back); ``pending`` is the last sampled token, not fed yet."""
+
+    job: Job
+    cached: int
+    budget: int
+    stream: TextStream
+    eos: frozenset[int]
+    fed: list[int] = field(default_factory=list)
+    prefill_cache: Any = None  # a DynamicCache while the prompt is being prefilled
+    pending: int | None = None
+    completion: int = 0
+    finish: FinishReason | None = None
+    admitted_at: float = field(default_factory=time.perf_counter)
+    first_token_at: float | None = None
+    generator: torch.Generator | None = None
+
+    def __post_init__(self) -> None:
+        self.generator = make_generator(self.job.sampling.seed)
+
+    @property
+    def prefilling(self) -> bool:
+        return len(self.fed) < len(self.job.ids)
+
+    def take(self, logits: torch.Tensor) -> None:
+        """Sample the next token from ``logits`` and decide whether the request is done."""
+        sp = self.job.sampling
+        constraint = self.job.constraint
+        if constraint is not None:
+            logits = constraint.mask(logits)
+        token = sample_next(logits, sp.temperature, sp.top_p, self.generator)
+        self.completion += 1
+        if self.first_token_at is None:
+            self.first_token_at = time.perf_counter()
+        if constraint is not None:
+            constraint.accept(token)
+        if token in self.eos and not sp.ignore_eos:
+            self.finish = "stop"
+            return
+        delta = self.stream.push(token)
+        if delta:
+            self.job.out.put(TextDelta(delta))
+        if self.stream.stopped or (constraint is not None and constraint.is_terminated()):
+            self.finish = "stop"
+        elif self.completion >= self.budget:
+            self.finish = "length"
+        elif self.job.cancelled.is_set():
+            self.finish = "abort"
+        else:
+            self.pending = token
+
+    def stats(self) -> GenerationStats:
+        now = time.perf_counter()
+        start = self.job.enqueued_at
+        return GenerationStats(
+            prompt_tokens=len(self.job.ids),
+            cached_tokens=self.cached,
+            completion_tokens=self.completion,
+            ttft_s=(self.first_token_at - start) if self.first_token_at else 0.0,
+            e2e_s=now - start,
+            finish_reason=self.finish or "abort",
+            queue_s=self.admitted_at - start,
+        )
+
+    def flush_text(self) -> None:
+        if self.finish != "abort":
+            tail = self.stream.flush()
+            if tail:
+                self.job.out.put(TextDelta(tail))
