@@ -16,7 +16,7 @@ def appliance(*args: str, env: dict | None = None, cwd: Path | None = None):  # 
         text=True,
         env={**clean, **(env or {})},
         cwd=cwd,
-        timeout=120,
+        timeout=600,
     )
 
 
@@ -48,9 +48,18 @@ def test_default_secret_is_refused_in_production() -> None:
     assert out.returncode == 2 and "secret_key" in out.stderr
 
 
-def test_bench_says_not_yet() -> None:
-    out = appliance("bench")
+def test_unbuilt_benchmarks_say_not_yet() -> None:
+    out = appliance("bench", "index")
     assert out.returncode == 2 and "not yet" in out.stdout
+
+
+def test_engine_benchmark_prints_its_table(model_dir: Path) -> None:
+    out = appliance(
+        "bench", "engine", "--quick", env={"APPLIANCE_ENGINE__MODEL_PATH": str(model_dir)}
+    )
+    assert out.returncode == 0, out.stderr
+    for measure in ("TTFT", "decode tokens/s", "RAG batch", "peak RSS"):
+        assert measure in out.stdout
 
 
 def test_users_and_doctor_on_a_fresh_data_dir(tmp_path: Path) -> None:

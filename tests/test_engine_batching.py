@@ -114,3 +114,35 @@ def test_padded_batch_rows_round_trip() -> None:
     assert batch.width == 3 and batch.lengths == [3, 2]
     assert torch.equal(batch.row(0)[0][1], kv(3, 1.0)[0][1])
     assert torch.equal(batch.row(1)[0][0], kv(2, 3.0)[0][0])
+
+
+def test_waiting_requests_with_the_longest_cached_prefix_go_first(model_dir) -> None:  # noqa: ANN001
+    from engine.embedded.engine import EmbeddedEngine
+
+    serial = EmbeddedEngine(model_dir, max_running=1)
+    try:
+        shared = "Policy handbook, chapter on passwords and VPN access. " * 20
+        collect(serial, GenerateRequest(prompt=shared + "Q1", sampling=SamplingParams(1)))
+        finished: list[str] = []
+
+        def work(name: str, prompt: str, n: int) -> None:
+            request = GenerateRequest(prompt=prompt, sampling=SamplingParams(n, ignore_eos=True))
+            collect(serial, request)
+            finished.append(name)
+
+        blocker = threading.Thread(target=work, args=("blocker", "Tell me a story.", 12))
+        blocker.start()
+        while serial.metrics()["num_running_reqs"] < 1:
+            time.sleep(0.01)
+        cold = threading.Thread(target=work, args=("cold", "An unrelated question?", 2))
+        cold.start()
+        while serial.metrics()["num_queue_reqs"] < 1:
+            time.sleep(0.01)
+        warm = threading.Thread(target=work, args=("warm", shared + "Q2", 2))
+        warm.start()
+        for t in (blocker, cold, warm):
+            t.join(timeout=300)
+        # "warm" arrived last but shares a cached prefix, so it was admitted before "cold"
+        assert finished == ["blocker", "warm", "cold"]
+    finally:
+        serial.close()
