@@ -102,9 +102,37 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return run_checks(_config(args))
 
 
+def cmd_engine_server(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from appliance.app import build_engine
+    from engine.embedded.server.app import build_server_app
+
+    config = load_config(args.config)
+    print(f"loading the engine (profile {config.profile})", flush=True)
+    engine = build_engine(config)
+    name = args.served_model_name or engine.info().model
+    app = build_server_app(engine, name)
+    url = f"http://{args.host}:{args.port}"
+    print(f"SGLang-compatible engine server for {name} on {url}", flush=True)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    finally:
+        engine.close()
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
-    print("appliance bench: not yet implemented (engine, index and ordering benchmarks come later)")
-    return 2
+    if args.suite != "engine":
+        print(f"appliance bench {args.suite}: not yet implemented")
+        return 2
+    from appliance.bench.engine_bench import run_engine_bench
+    from engine.embedded.model_store import resolve_model_dir
+
+    config = _config(args)
+    model_dir = resolve_model_dir(config.engine.model_path, config.paths.models_dir)
+    print(run_engine_bench(model_dir, config.engine.kv_budget_tokens, quick=args.quick))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,7 +151,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collection", default="default")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("bench", help="benchmarks (not yet)")
+    p = sub.add_parser(
+        "engine-server", help="serve the embedded engine over SGLang's HTTP API (and /v1)"
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--served-model-name", help="default: the model directory's name")
+    p.set_defaults(func=cmd_engine_server)
+
+    p = sub.add_parser("bench", help="benchmarks that print tables (engine; others not yet)")
+    p.add_argument("suite", choices=["engine", "index", "ordering", "load"])
+    p.add_argument("--quick", action="store_true", help="a small, fast run (smoke test)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("doctor", help="check the installation and say what to fix")

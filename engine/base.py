@@ -45,6 +45,8 @@ class GenerationStats:
     e2e_s: float
     finish_reason: FinishReason
     queue_s: float = 0.0
+    # what ended a "stop": the stop string, or the end-of-sequence token id; None otherwise
+    matched_stop: str | int | None = None
 
     @property
     def decode_tokens_per_s(self) -> float:

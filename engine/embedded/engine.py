@@ -187,4 +187,3 @@ class EmbeddedEngine:
 
     def _decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
-

@@ -17,7 +17,7 @@ from collections import deque
 
 import torch
 
-from engine.base import EngineBusy, EngineError, Finished
+from engine.base import EngineBusy, EngineError, Finished, InvalidRequest
 from engine.embedded.batch import PaddedBatch
 from engine.embedded.radix_cache import RadixKVCache, match_length
 from engine.embedded.sequence import Job, Sequence
@@ -72,7 +72,7 @@ class Scheduler:
             if self.closed:
                 raise EngineError("engine is shut down")
             if job.rid in self.jobs:
-                raise EngineError(f"request id {job.rid!r} is already in flight")
+                raise InvalidRequest(f"request id {job.rid!r} is already in flight")
             if len(self.pending) >= self.max_queue:
                 raise EngineBusy(f"engine busy: {len(self.pending)} requests already waiting")
             self.pending.append(job)
@@ -248,4 +248,3 @@ class Scheduler:
             for job in victims:
                 self.jobs.pop(job.rid, None)
                 job.out.put(error)
-

@@ -44,6 +44,7 @@ class Sequence:
     pending: int | None = None
     completion: int = 0
     finish: FinishReason | None = None
+    matched: str | int | None = None
     admitted_at: float = field(default_factory=time.perf_counter)
     first_token_at: float | None = None
     generator: torch.Generator | None = None
@@ -68,13 +69,13 @@ class Sequence:
         if constraint is not None:
             constraint.accept(token)
         if token in self.eos and not sp.ignore_eos:
-            self.finish = "stop"
+            self.finish, self.matched = "stop", token
             return
         delta = self.stream.push(token)
         if delta:
             self.job.out.put(TextDelta(delta))
         if self.stream.stopped or (constraint is not None and constraint.is_terminated()):
-            self.finish = "stop"
+            self.finish, self.matched = "stop", self.stream.matched
         elif self.completion >= self.budget:
             self.finish = "length"
         elif self.job.cancelled.is_set():
@@ -93,6 +94,7 @@ class Sequence:
             e2e_s=now - start,
             finish_reason=self.finish or "abort",
             queue_s=self.admitted_at - start,
+            matched_stop=self.matched if self.finish == "stop" else None,
         )
 
     def flush_text(self) -> None:

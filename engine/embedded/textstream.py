@@ -30,6 +30,7 @@ class TextStream:
     ids: list[int] = field(default_factory=list)
     emitted: int = 0  # chars of the final text already handed out
     stopped: bool = False
+    matched: str | None = None  # the stop string that ended the text
     text: str = ""
 
     def push(self, token_id: int) -> str:
@@ -40,6 +41,7 @@ class TextStream:
             cut = full.find(stop)
             if cut != -1:
                 self.stopped = True
+                self.matched = stop  # a later cut is an earlier position
                 full = full[:cut]
         if not self.stopped and full.endswith(REPLACEMENT):
             return ""  # an incomplete multi-byte character: wait for its next byte

@@ -1,0 +1,507 @@
+"""The SGLang-compatible engine server over real HTTP: uvicorn on a free port in a thread, the
+real embedded engine (SmolLM2-135M on the CPU), httpx and the official ``openai`` client.
+
+Answers are kept to a few tokens: the model decodes at a few tokens per second here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+MODEL = "smollm2-test"
+SAMPLING_NULLS = {"stop": None, "json_schema": None, "sampling_seed": None, "top_k": None}
+GAUGES = (
+    "sglang:num_running_reqs",
+    "sglang:num_queue_reqs",
+    "sglang:num_used_tokens",
+    "sglang:token_usage",
+    "sglang:cache_hit_rate",
+    "sglang:gen_throughput",
+    "sglang:max_total_num_tokens",
+)
+COUNTERS = (
+    "sglang:prompt_tokens_total",
+    "sglang:generation_tokens_total",
+    "sglang:cached_tokens_total",
+    "sglang:num_requests_total",
+    "sglang:num_aborted_requests_total",
+)
+HISTOGRAMS = (
+    "sglang:time_to_first_token_seconds",
+    "sglang:inter_token_latency_seconds",
+    "sglang:e2e_request_latency_seconds",
+    "sglang:queue_time_seconds",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serving(app) -> Iterator[str]:  # noqa: ANN001
+    """Run ``app`` with uvicorn in a thread; stop it cleanly afterwards."""
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=5
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "the test server did not stop"
+
+
+@pytest.fixture(scope="module")
+def base(engine) -> Iterator[str]:  # noqa: ANN001
+    from engine.embedded.server.app import build_server_app
+
+    with serving(build_server_app(engine, MODEL)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def http(base: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=base, timeout=120) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def oai(base: str):  # noqa: ANN201
+    import openai
+
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=120)
+    yield client
+    client.close()
+
+
+def wait_idle(engine, timeout: float = 20.0) -> dict[str, float]:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while True:
+        m = engine.metrics()
+        if m["num_running_reqs"] == 0 and m["num_queue_reqs"] == 0:
+            return m
+        assert time.monotonic() < deadline, f"the engine did not go idle: {m}"
+        time.sleep(0.05)
+
+
+def data_lines(response: httpx.Response) -> Iterator[str]:
+    for line in response.iter_lines():
+        if line:
+            assert line.startswith("data: "), line
+            yield line.removeprefix("data: ")
+
+
+def generate(http: httpx.Client, **body) -> dict:  # noqa: ANN003
+    r = http.post("/generate", json=body)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+# ---- native /generate -------------------------------------------------------------------
+
+
+def test_generate_streams_cumulative_text_then_done(http: httpx.Client) -> None:
+    body = {
+        "text": "The three primary colours are",
+        "sampling_params": {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True},
+        "stream": True,
+    }
+    with http.stream("POST", "/generate", json=body) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        lines = list(data_lines(r))
+    assert lines[-1] == "[DONE]"
+    chunks = [json.loads(line) for line in lines[:-1]]  # every line is one JSON document
+    texts = [c["text"] for c in chunks]
+    assert len(chunks) >= 2
+    for before, after in zip(texts, texts[1:], strict=False):
+        assert after.startswith(before)  # cumulative: the client diffs it
+    assert all(c["meta_info"]["finish_reason"] is None for c in chunks[:-1])
+    rid = chunks[0]["meta_info"]["id"]
+    assert rid and all(c["meta_info"]["id"] == rid for c in chunks)
+    final = chunks[-1]["meta_info"]
+    assert final["finish_reason"] == {"type": "length", "length": 6}
+    assert final["completion_tokens"] == 6 and final["prompt_tokens"] > 0
+    assert final["cached_tokens"] >= 0 and final["e2e_latency"] > 0
+    assert texts[-1]
+
+
+def test_generate_non_streamed_with_input_ids_and_ignore_eos(http: httpx.Client, engine) -> None:  # noqa: ANN001
+    ids = engine.encode("Write a list of fruits:")
+    out = generate(
+        http,
+        input_ids=ids,
+        sampling_params={"max_new_tokens": 5, "temperature": 0, "ignore_eos": True},
+        rid=f"ids-{uuid.uuid4().hex}",
+    )
+    meta = out["meta_info"]
+    assert isinstance(out["text"], str)
+    assert meta["id"].startswith("ids-")
+    assert meta["prompt_tokens"] == len(ids)
+    assert meta["completion_tokens"] == 5  # ignore_eos: exactly max_new_tokens
+    assert meta["finish_reason"] == {"type": "length", "length": 5}
+    assert meta["e2e_latency"] > 0
+
+
+def test_explicit_nulls_and_prefill_only(http: httpx.Client) -> None:
+    out = generate(
+        http,
+        text=f"Prefill only {uuid.uuid4().hex}",
+        sampling_params={"max_new_tokens": 0, **SAMPLING_NULLS},
+        rid=None,
+        return_logprob=False,
+        logprob_start_len=-1,
+        top_logprobs_num=None,
+        lora_path=None,
+        stream=None,
+    )
+    assert out["text"] == ""
+    assert out["meta_info"]["completion_tokens"] == 0
+    assert out["meta_info"]["finish_reason"] == {"type": "length", "length": 0}
+    assert out["meta_info"]["prompt_tokens"] > 0
+
+
+def test_batched_text_answers_a_list(http: httpx.Client) -> None:
+    r = http.post(
+        "/generate",
+        json={
+            "text": ["One, two,", "Red, green,"],
+            "sampling_params": {"max_new_tokens": 2, "temperature": 0, "ignore_eos": True},
+        },
+    )
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert isinstance(out, list) and len(out) == 2
+    assert all(o["meta_info"]["completion_tokens"] == 2 for o in out)
+    assert out[0]["meta_info"]["id"] != out[1]["meta_info"]["id"]
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ({"text": "x", "sampling_params": {"max_new_tokens": 2, "bogus": 1}}, "bogus"),
+        ({"text": "x", "sampling_params": {"stop_token_ids": [2]}}, "stop_token_ids"),
+        ({"text": "x", "sampling_params": {"regex": "a+"}}, "regex"),
+        ({"text": "x", "sampling_params": {"n": 2}}, "n=1"),
+        ({"text": "x", "sampling_params": {"top_k": 40}}, "top_k"),
+        ({"text": "x", "sampling_params": {"max_new_tokens": -1}}, "max_new_tokens"),
+        ({"text": "x", "return_logprob": True}, "return_logprob"),
+        ({"text": "x", "lora_path": "adapter"}, "lora_path"),
+        ({"text": ["a", "b"], "stream": True}, "batch"),
+        ({"sampling_params": {}}, "text or input_ids"),
+        ({"text": "x", "sampling_params": {"temperature": "hot"}}, "temperature"),
+    ],
+)
+def test_bad_native_requests_are_400(http: httpx.Client, body: dict, needle: str) -> None:
+    before = http.get("/metrics").text
+    r = http.post("/generate", json=body)
+    assert r.status_code == 400, r.text
+    assert needle in r.json()["error"]["message"]
+    assert _value(http.get("/metrics").text, "sglang:num_requests_total") == _value(
+        before, "sglang:num_requests_total"
+    )
+
+
+def test_shared_prefix_is_reported_as_cached(http: httpx.Client, engine) -> None:  # noqa: ANN001
+    prefix = (
+        f"Document {uuid.uuid4().hex}. "
+        + "The appliance keeps a radix tree of prompt prefixes so repeated context is reused. " * 12
+    )
+    first, second = prefix + "Question: what is kept?", prefix + "Question: why reuse it?"
+    ids1, ids2 = engine.encode(first), engine.encode(second)
+    shared = next(i for i, (a, b) in enumerate(zip(ids1, ids2, strict=False)) if a != b)
+    assert shared > 150
+    params = {"max_new_tokens": 1, "temperature": 0}
+    one = generate(http, text=first, sampling_params=params)["meta_info"]
+    two = generate(http, text=second, sampling_params=params)["meta_info"]
+    assert one["cached_tokens"] < shared
+    assert two["cached_tokens"] >= shared
+    assert two["prompt_tokens"] == len(ids2)
+
+
+def test_prompt_over_the_context_window_is_400_and_runs_nothing(
+    http: httpx.Client,
+    engine,  # noqa: ANN001
+) -> None:
+    text = "overflow " * (engine.info().context_length + 200)
+    before = wait_idle(engine)
+    for stream in (False, True):
+        r = http.post("/generate", json={"text": text, "stream": stream, "sampling_params": {}})
+        assert r.status_code == 400
+        message = r.json()["error"]["message"]
+        assert "context window" in message and str(engine.info().context_length) in message
+    after = engine.metrics()
+    assert after["num_requests_total"] == before["num_requests_total"]
+    assert after["generation_tokens_total"] == before["generation_tokens_total"]
+
+
+# ---- OpenAI API with the official client -------------------------------------------------
+
+
+def test_openai_chat_completions(oai) -> None:  # noqa: ANN001
+    messages = [{"role": "user", "content": f"Say hello. ({uuid.uuid4().hex[:8]})"}]
+    out = oai.chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=4, temperature=0, seed=7
+    )
+    assert out.object == "chat.completion" and out.model == MODEL
+    choice = out.choices[0]
+    assert choice.message.role == "assistant" and isinstance(choice.message.content, str)
+    assert choice.finish_reason in ("stop", "length")
+    usage = out.usage
+    assert usage.prompt_tokens > 0 and 1 <= usage.completion_tokens <= 4
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    assert usage.prompt_tokens_details.cached_tokens >= 0
+
+    stream = oai.chat.completions.create(
+        model=MODEL,
+        messages=messages,
+        max_tokens=4,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert finishes[-1] in ("stop", "length") and not any(finishes[:-1])
+    assert all(c.id == chunks[0].id for c in chunks)
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    # the same conversation again: (most of) its prompt is in the cache
+    assert chunks[-1].usage.prompt_tokens_details.cached_tokens >= usage.prompt_tokens // 2
+
+
+def test_openai_chat_json_schema(oai, engine) -> None:  # noqa: ANN001
+    if not getattr(engine, "supports_json_schema", False):
+        pytest.skip("the embedded engine does not constrain output to a JSON schema yet")
+    schema = {
+        "type": "object",
+        "properties": {"colour": {"enum": ["red", "green", "blue"]}},
+        "required": ["colour"],
+        "additionalProperties": False,
+    }
+    out = oai.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Name a colour as JSON."}],
+        max_tokens=24,
+        temperature=0,
+        response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": schema}},
+    )
+    value = json.loads(out.choices[0].message.content)
+    assert value["colour"] in ("red", "green", "blue")
+    assert out.choices[0].finish_reason == "stop"
+
+
+def test_openai_completions_stream_and_models(oai) -> None:  # noqa: ANN001
+    chunks = list(
+        oai.completions.create(
+            model=MODEL,
+            prompt="Monday, Tuesday,",
+            max_tokens=4,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert chunks and all(isinstance(c.choices[0].text, str) for c in chunks)
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens >= 1
+    assert "".join(c.choices[0].text for c in chunks)
+
+    models = oai.models.list()
+    assert [m.id for m in models.data] == [MODEL]
+
+
+def test_openai_errors_use_openai_shape(http: httpx.Client) -> None:
+    r = http.post("/v1/chat/completions", json={"model": MODEL, "messages": [], "n": 1})
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["type"] == "invalid_request_error" and "messages" in err["message"]
+    r = http.post("/v1/completions", json={"model": MODEL, "prompt": "x", "n": 3})
+    assert r.status_code == 400 and "n=1" in r.json()["error"]["message"]
+
+
+# ---- health, info, cache, abort ----------------------------------------------------------
+
+
+def test_health_and_info_endpoints(http: httpx.Client, engine, model_dir: Path) -> None:  # noqa: ANN001
+    assert http.get("/health").status_code == 200
+    assert http.get("/health_generate").status_code == 200
+    for path in ("/get_model_info", "/model_info"):
+        info = http.get(path).json()
+        assert info["model_path"] == str(model_dir)
+        assert info["tokenizer_path"] == str(model_dir)
+        assert info["is_generation"] is True
+    for path in ("/get_server_info", "/server_info"):
+        info = http.get(path).json()
+        assert info["context_length"] == engine.info().context_length
+        assert info["backend"] == "embedded"
+        assert info["max_queued_requests"] == engine.max_queue
+        assert info["max_total_num_tokens"] > 0
+        assert info["served_model_name"] == MODEL
+
+
+def test_flush_cache_empties_the_prefix_cache(http: httpx.Client, engine) -> None:  # noqa: ANN001
+    text = f"Flush test {uuid.uuid4().hex}: the cache should forget this sentence."
+    params = {"max_new_tokens": 0}
+    generate(http, text=text, sampling_params=params)
+    warm = generate(http, text=text, sampling_params=params)["meta_info"]
+    assert warm["cached_tokens"] > 0
+    wait_idle(engine)
+    r = http.post("/flush_cache", params={"timeout": 5})
+    assert r.status_code == 200, r.text
+    cold = generate(http, text=text, sampling_params=params)["meta_info"]
+    assert cold["cached_tokens"] == 0
+
+
+def test_abort_request_ends_the_stream_with_abort(http: httpx.Client, engine) -> None:  # noqa: ANN001
+    rid = f"abort-{uuid.uuid4().hex}"
+    body = {
+        "text": "Count slowly:",
+        "rid": rid,
+        "stream": True,
+        "sampling_params": {"max_new_tokens": 64, "ignore_eos": True, "temperature": 0},
+    }
+    with http.stream("POST", "/generate", json=body) as r:
+        lines = data_lines(r)
+        first = json.loads(next(lines))
+        assert first["meta_info"]["id"] == rid
+        aborted = http.post("/abort_request", json={"rid": rid})
+        assert aborted.status_code == 200
+        rest = list(lines)
+    assert rest[-1] == "[DONE]"
+    final = json.loads(rest[-2])["meta_info"]
+    assert final["finish_reason"]["type"] == "abort"
+    assert final["completion_tokens"] < 64
+    wait_idle(engine)
+
+
+def test_client_disconnect_cancels_the_request(http: httpx.Client, base: str, engine) -> None:  # noqa: ANN001
+    before = wait_idle(engine)
+    body = {
+        "text": "Tell a very long story:",
+        "stream": True,
+        "sampling_params": {"max_new_tokens": 64, "ignore_eos": True, "temperature": 0},
+    }
+    with (
+        httpx.Client(base_url=base, timeout=60) as other,
+        other.stream("POST", "/generate", json=body) as r,
+    ):
+        assert r.status_code == 200
+        next(data_lines(r))  # running now; then hang up
+    deadline = time.monotonic() + 20
+    while engine.metrics()["num_aborted_requests_total"] <= before["num_aborted_requests_total"]:
+        assert time.monotonic() < deadline, "the engine kept generating for a gone client"
+        time.sleep(0.05)
+    after = wait_idle(engine)
+    assert after["generation_tokens_total"] - before["generation_tokens_total"] < 64
+    out = generate(http, text="Next:", sampling_params={"max_new_tokens": 2, "temperature": 0})
+    assert out["meta_info"]["finish_reason"] is not None
+
+
+# ---- metrics ------------------------------------------------------------------------------
+
+
+def _value(text: str, name: str, suffix: str = "") -> float:
+    pattern = rf'^{re.escape(name + suffix)}\{{model_name="{MODEL}"\}} (\S+)$'
+    match = re.search(pattern, text, re.MULTILINE)
+    assert match, f"{name}{suffix} is missing from /metrics"
+    return float(match.group(1))
+
+
+def test_metrics_expose_sglang_names(http: httpx.Client, engine) -> None:  # noqa: ANN001
+    wait_idle(engine)
+    r = http.get("/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    before = r.text
+    for name in GAUGES:
+        assert f"# TYPE {name} gauge" in before
+        _value(before, name)
+    for name in COUNTERS:
+        assert f"# TYPE {name} counter" in before
+        assert f'{name}{{model_name="{MODEL}"}}' in before
+    for name in HISTOGRAMS:
+        assert f"# TYPE {name} histogram" in before
+        assert f'{name}_bucket{{le="+Inf",model_name="{MODEL}"}}' in before
+        _value(before, name, "_count")
+    assert "_total_total" not in before
+    assert _value(before, "sglang:max_total_num_tokens") == engine.metrics()["max_total_num_tokens"]
+
+    generate(http, text="Metrics:", sampling_params={"max_new_tokens": 3, "ignore_eos": True})
+    after = http.get("/metrics").text
+    for name in ("sglang:prompt_tokens_total", "sglang:num_requests_total"):
+        assert _value(after, name) > _value(before, name)
+    assert (
+        _value(after, "sglang:generation_tokens_total")
+        >= _value(before, "sglang:generation_tokens_total") + 3
+    )
+    for name in HISTOGRAMS:
+        assert _value(after, name, "_count") > _value(before, name, "_count")
+    assert 0.0 < _value(after, "sglang:token_usage") <= 1.0
+    assert _value(after, "sglang:gen_throughput") > 0.0
+
+
+# ---- a full queue -------------------------------------------------------------------------
+
+
+def test_full_queue_is_503_with_retry_after(model_dir: Path) -> None:
+    from engine.embedded.engine import EmbeddedEngine
+    from engine.embedded.server.app import build_server_app
+
+    # one running request and one waiting fill it (where the engine lets us cap running ones)
+    capped = "max_running" in inspect.signature(EmbeddedEngine).parameters
+    small = EmbeddedEngine(
+        model_dir, kv_budget_tokens=4096, max_queue=1, **({"max_running": 1} if capped else {})
+    )
+    body = {
+        "text": "Keep going:",
+        "stream": True,
+        "sampling_params": {"max_new_tokens": 64, "ignore_eos": True, "temperature": 0},
+    }
+    try:
+        with (
+            serving(build_server_app(small, MODEL)) as url,
+            httpx.Client(base_url=url, timeout=60) as client,
+            ExitStack() as open_streams,
+        ):
+            refused = None
+            for _ in range(12):
+                r = open_streams.enter_context(client.stream("POST", "/generate", json=body))
+                if r.status_code == 503:
+                    refused = r
+                    break
+                assert r.status_code == 200
+            assert refused is not None, "the engine never reported a full queue"
+            refused.read()
+            assert int(refused.headers["Retry-After"]) >= 1
+            assert "busy" in refused.json()["error"]["message"]
+            assert client.post("/abort_request", json={"abort_all": True}).status_code == 200
+    finally:
+        small.close()
