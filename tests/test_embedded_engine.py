@@ -158,3 +158,56 @@ def test_flush_cache_drops_every_cached_prefix(engine) -> None:  # noqa: ANN001
     # only this request's tokens are cached now: its prompt and at most its fed answer tokens
     used = engine.metrics()["num_used_tokens"]
     assert cold.stats.prompt_tokens <= used < cold.stats.prompt_tokens + 2
+
+
+TICKET_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "priority": {"enum": ["P1", "P2", "P3", "P4"]},
+        "summary": {"type": "string", "maxLength": 24},
+        "hours": {"type": "integer", "minimum": 0, "maximum": 72},
+    },
+    "required": ["priority", "summary", "hours"],
+    "additionalProperties": False,
+}
+
+
+def test_json_schema_output_always_parses_and_validates(engine) -> None:  # noqa: ANN001
+    import json
+
+    import jsonschema
+
+    messages = (("user", "My laptop will not boot. File a helpdesk ticket as JSON."),)
+    plain = GenerateRequest(messages=messages, sampling=SamplingParams(40))
+    requests = [
+        GenerateRequest(
+            messages=messages,
+            sampling=SamplingParams(80, temperature=t, seed=s),
+            json_schema=json.dumps(TICKET_SCHEMA),
+        )
+        for t, s in ((0.0, None), (1.0, 7), (1.0, 8))
+    ]
+    # constrained and free requests share decode steps
+    streams = [engine.generate(r) for r in [*requests, plain]]
+    outputs = []
+    for stream in streams:
+        text, final = "", None
+        for item in stream:
+            if isinstance(item, TextDelta):
+                text += item.text
+            else:
+                final = item
+        outputs.append((text, final.stats))
+    for text, stats in outputs[:3]:
+        jsonschema.validate(json.loads(text), TICKET_SCHEMA)
+        assert stats.finish_reason == "stop"
+    assert outputs[3][1].completion_tokens > 0
+
+
+def test_invalid_json_schema_is_refused_before_any_work(engine) -> None:  # noqa: ANN001
+    from engine.base import InvalidRequest
+
+    with pytest.raises(InvalidRequest, match="json_schema"):
+        engine.generate(GenerateRequest(prompt="x", json_schema="{not json"))
+    with pytest.raises(InvalidRequest, match="json_schema"):
+        engine.generate(GenerateRequest(prompt="x", json_schema='{"type": "no-such-type"}'))

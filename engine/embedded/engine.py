@@ -158,7 +158,11 @@ class EmbeddedEngine:
         from engine.embedded.grammar import GrammarCompiler, JsonConstraint
 
         if self._grammar is None:
-            self._grammar = GrammarCompiler(self.tokenizer, int(self.model.config.vocab_size))
+            self._grammar = GrammarCompiler(
+                self.tokenizer,
+                int(self.model.config.vocab_size),
+                stop_token_ids=sorted(self._eos_ids()),
+            )
         return JsonConstraint(self._grammar.compile_json_schema(schema))
 
     def _eos_ids(self) -> set[int]:
