@@ -146,3 +146,19 @@ def test_waiting_requests_with_the_longest_cached_prefix_go_first(model_dir) -> 
         assert finished == ["blocker", "warm", "cold"]
     finally:
         serial.close()
+
+
+def test_concurrent_requests_sharing_a_new_prefix_compute_it_once(engine) -> None:  # noqa: ANN001
+    import uuid
+
+    prefix = f"Ticket {uuid.uuid4().hex}. " + "The VPN gateway rotates keys nightly. " * 60
+    requests = [
+        GenerateRequest(prompt=prefix + q, sampling=SamplingParams(2))
+        for q in ("Who rotates keys?", "When are keys rotated?", "Which gateway?")
+    ]
+    prefix_tokens = len(engine.encode(prefix))
+    results = run_concurrently(engine, requests)
+    cached = sorted(f.stats.cached_tokens for _, f in results)
+    # the first computes the prefix; the others wait for it and reuse it
+    assert cached[0] < 10
+    assert all(c >= prefix_tokens - 2 for c in cached[1:])

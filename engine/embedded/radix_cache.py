@@ -30,7 +30,7 @@ class _Node:
     last_used: int = 0
 
 
-def _common_len(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:
@@ -67,7 +67,7 @@ class RadixKVCache:
             child = node.children.get(ids[pos])
             if child is None:
                 break
-            n = _common_len(child.tokens, ids[pos:])
+            n = common_prefix_len(child.tokens, ids[pos:])
             if n < len(child.tokens):
                 pieces.append([(k[:, :, :n], v[:, :, :n]) for k, v in child.kv])
                 pos += n
@@ -102,7 +102,7 @@ class RadixKVCache:
                 node = leaf
                 pos = len(ids)
                 break
-            n = _common_len(child.tokens, ids[pos:])
+            n = common_prefix_len(child.tokens, ids[pos:])
             if n < len(child.tokens):
                 child = self._split(child, n)
             node = child
@@ -164,7 +164,7 @@ def match_length(cache: RadixKVCache, ids: Sequence[int]) -> int:
         child = node.children.get(ids[pos])
         if child is None:
             break
-        n = _common_len(child.tokens, ids[pos:])
+        n = common_prefix_len(child.tokens, ids[pos:])
         pos += n
         if n < len(child.tokens):
             break

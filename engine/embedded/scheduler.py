@@ -19,13 +19,16 @@ import torch
 
 from engine.base import EngineBusy, EngineError, Finished, InvalidRequest
 from engine.embedded.batch import PaddedBatch
-from engine.embedded.radix_cache import RadixKVCache, match_length
+from engine.embedded.radix_cache import RadixKVCache, common_prefix_len, match_length
 from engine.embedded.sequence import Job, Sequence
 from engine.embedded.textstream import TextStream
 
 log = logging.getLogger(__name__)
 
 PREFILL_CHUNK = 512  # prompt tokens per prefill step
+# a waiting request that shares more than this many uncached tokens with a request still being
+# prefilled waits for that prefill to land in the radix cache, instead of computing it twice
+DEFER_SHARED_TOKENS = 32
 
 COUNTERS = (
     "prompt_tokens_total",
@@ -133,11 +136,23 @@ class Scheduler:
 
     def _admit(self) -> None:
         with self.cv:
-            while self.pending and len(self.active) < self.max_running:
-                # longest cached prefix first; FIFO among equals (max keeps the first maximum)
-                job = max(self.pending, key=lambda j: match_length(self.cache, j.ids[:-1]))
+            if not self.pending or len(self.active) >= self.max_running:
+                return
+            # longest cached prefix first; FIFO among equals (the sort is stable)
+            cached = {id(j): match_length(self.cache, j.ids[:-1]) for j in self.pending}
+            order = sorted(self.pending, key=lambda j: -cached[id(j)])
+            prefilling = [s.job.ids for s in self.active if s.prefilling]
+            for job in order:
+                if len(self.active) >= self.max_running:
+                    break
+                shared = max((common_prefix_len(job.ids, ids) for ids in prefilling), default=0)
+                if shared > cached[id(job)] + DEFER_SHARED_TOKENS:
+                    continue  # admitted once that prefix is cached
                 self.pending.remove(job)
-                self.active.append(self._start(job))
+                seq = self._start(job)
+                self.active.append(seq)
+                if seq.prefilling:
+                    prefilling.append(job.ids)
 
     def _start(self, job: Job) -> Sequence:
         from transformers import DynamicCache
@@ -175,9 +190,11 @@ class Scheduler:
         seq.fed.extend(piece)
         if seq.prefilling:
             return
-        seq.take(out.logits[0, -1])
         kv = [(layer.keys, layer.values) for layer in seq.prefill_cache.layers]
         seq.prefill_cache = None
+        # the prompt's KV is shareable now, while this request is still decoding
+        self.cache.insert(seq.fed, kv)
+        seq.take(out.logits[0, -1])
         if seq.finish:
             self._finish(seq, kv)
         else:
