@@ -7,12 +7,13 @@ A chat turn streams Server-Sent Events: one ``data: {json}`` line per event, eac
 """
 
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from appliance.auth import AuthService, Principal
@@ -26,6 +27,7 @@ from appliance.services.chat import (
     RetrievalEvent,
 )
 from engine.base import Engine
+from engine.embedded.server.sse import ClosingStreamingResponse
 
 _STATUS = {
     "empty": 400,
@@ -69,13 +71,18 @@ def event_payload(event: ChatEvent) -> dict:
     return {"type": "error", "kind": event.kind, "message": event.message}
 
 
-def _sse(events: Iterator[ChatEvent]) -> Iterator[str]:
+def _sse(events: Iterator[ChatEvent], gone: threading.Event) -> Iterator[str]:
+    """SSE lines for a turn; stops (cancelling generation) once the client has gone."""
     try:
         for event in events:
+            if gone.is_set():
+                return
             yield f"data: {json.dumps(event_payload(event), ensure_ascii=False)}\n\n"
     except Exception as exc:  # never cut a stream without telling the client why
         payload = {"type": "error", "kind": "internal", "message": f"internal error: {exc}"}
         yield f"data: {json.dumps(payload)}\n\n"
+    finally:
+        events.close()  # cancels the engine request if the turn did not finish
     yield "data: [DONE]\n\n"
 
 
@@ -137,13 +144,14 @@ def build_router(auth: AuthService, chat: ChatService, engine: Engine) -> APIRou
             raise _error(exc) from exc
 
     @router.post("/api/chat", response_model=None)
-    def ask(body: ChatBody, user: User) -> StreamingResponse | JSONResponse:
+    def ask(body: ChatBody, user: User) -> Response:
         try:
             events = chat.ask(user, body.question, body.conversation_id)
         except ChatError as exc:
             raise _error(exc) from exc
         if body.stream:
-            return StreamingResponse(_sse(events), media_type="text/event-stream")
+            gone = threading.Event()
+            return ClosingStreamingResponse(_sse(events, gone), on_disconnect=gone.set)
         payloads = [event_payload(e) for e in events]
         answer = "".join(p["text"] for p in payloads if p["type"] == "delta")
         result = {"answer": answer, "events": [p for p in payloads if p["type"] != "delta"]}

@@ -72,3 +72,46 @@ def test_bad_input_gets_a_clear_status(client: TestClient, appliance) -> None:  
     assert empty.status_code == 400 and empty.json()["detail"]["kind"] == "empty"
     huge = client.post("/api/chat", json={"question": "x" * 10_000}, headers=headers)
     assert huge.status_code == 413 and "limit" in huge.json()["detail"]["message"]
+
+
+def test_client_leaving_mid_answer_cancels_generation(appliance) -> None:  # noqa: ANN001
+    """Over a real socket: the reader hangs up after the first token; the engine aborts."""
+    import socket
+    import threading
+    import time
+
+    import httpx
+    import uvicorn
+
+    app = build_api(appliance.auth, appliance.chat, appliance.engine)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.05)
+        base = f"http://127.0.0.1:{port}"
+        if appliance.auth.principal_for("api-leaver") is None:
+            appliance.auth.create_user("api-leaver", "password-789")
+        token = httpx.post(
+            f"{base}/api/login", json={"username": "api-leaver", "password": "password-789"}
+        ).json()["token"]
+        aborted = appliance.engine.metrics()["num_aborted_requests_total"]
+        body = {"question": "Describe every step of the onboarding week in detail."}
+        headers = {"authorization": f"Bearer {token}"}
+        with httpx.stream("POST", f"{base}/api/chat", json=body, headers=headers) as response:
+            for line in response.iter_lines():
+                if '"type": "delta"' in line:
+                    break  # leave after the first streamed token
+        deadline = time.time() + 30
+        while appliance.engine.metrics()["num_aborted_requests_total"] == aborted:
+            assert time.time() < deadline, "generation went on after the client left"
+            time.sleep(0.1)
+        listed = httpx.get(f"{base}/api/conversations", headers=headers).json()
+        assert listed == []  # an abandoned turn is not stored half-written
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
