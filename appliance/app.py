@@ -42,16 +42,26 @@ class Appliance:
 
 
 def build_engine(config: AppConfig) -> Engine:
-    if config.profile != "cpu" or config.engine.backend != "embedded":
+    """The SGLang client (any profile) or the embedded CPU engine (profile 'cpu' only)."""
+    e = config.engine
+    if e.backend == "sglang":
+        from engine.sglang.client import SGLangEngine
+
+        return SGLangEngine(
+            e.sglang_url,
+            timeout_s=e.request_timeout_s,
+            tokenizer=e.model_path or None,
+            profile=config.profile,
+        )
+    if config.profile != "cpu" or e.backend != "embedded":
         raise ConfigError(
             f"config error: profile {config.profile!r} with engine.backend "
-            f"{config.engine.backend!r} is not yet supported; use profile 'cpu' with the "
-            "'embedded' backend"
+            f"{e.backend!r} is not yet supported; use the 'sglang' backend on a GPU "
+            "profile, or profile 'cpu' with the 'embedded' backend"
         )
     from engine.embedded.engine import EmbeddedEngine
     from engine.embedded.model_store import resolve_model_dir
 
-    e = config.engine
     model_dir = resolve_model_dir(e.model_path, config.paths.models_dir)
     return EmbeddedEngine(
         model_dir,

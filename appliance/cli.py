@@ -135,6 +135,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gateway(args: argparse.Namespace) -> int:
+    from urllib.parse import urlsplit
+
+    from engine.sglang.gateway import gateway_for
+    from engine.sglang.units import gateway_unit
+
+    config = _config(args)
+    if not config.engine.sglang_worker_urls:
+        print("engine.sglang_worker_urls is empty: list the SGLang workers first", file=sys.stderr)
+        return 2
+    front = urlsplit(config.engine.sglang_url)
+    gateway = gateway_for(
+        config.engine.sglang_worker_urls, host=front.hostname or "127.0.0.1", port=front.port or 80
+    )
+    print(gateway.command() if args.what == "command" else gateway_unit(gateway))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="appliance", description="On-prem RAG chat appliance")
     parser.add_argument("--config", type=Path, default=None, help="TOML config file")
@@ -166,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("doctor", help="check the installation and say what to fix")
     p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser(
+        "gateway", help="render the SGLang model gateway (multi-node) command or systemd unit"
+    )
+    p.add_argument("what", choices=["command", "unit"])
+    p.set_defaults(func=cmd_gateway)
 
     p = sub.add_parser("users", help="manage accounts")
     p.add_argument("action", choices=["list", "create", "passwd"])

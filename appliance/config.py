@@ -68,6 +68,9 @@ class EngineConfig(_Section):
     max_running_requests: int = Field(8, ge=1, le=64)
     request_timeout_s: float = Field(120.0, gt=0)
     sglang_url: str = "http://127.0.0.1:30000"
+    # multi-node: the SGLang workers behind the model gateway (cache-aware routing); the app
+    # then talks to the gateway at ``sglang_url``
+    sglang_worker_urls: tuple[str, ...] = ()
 
 
 class RagConfig(_Section):

@@ -76,24 +76,13 @@ def test_bad_input_gets_a_clear_status(client: TestClient, appliance) -> None:  
 
 def test_client_leaving_mid_answer_cancels_generation(appliance) -> None:  # noqa: ANN001
     """Over a real socket: the reader hangs up after the first token; the engine aborts."""
-    import socket
-    import threading
     import time
 
     import httpx
-    import uvicorn
+    from servers import serving
 
     app = build_api(appliance.auth, appliance.chat, appliance.engine)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            time.sleep(0.05)
-        base = f"http://127.0.0.1:{port}"
+    with serving(app) as base:
         if appliance.auth.principal_for("api-leaver") is None:
             appliance.auth.create_user("api-leaver", "password-789")
         token = httpx.post(
@@ -112,6 +101,3 @@ def test_client_leaving_mid_answer_cancels_generation(appliance) -> None:  # noq
             time.sleep(0.1)
         listed = httpx.get(f"{base}/api/conversations", headers=headers).json()
         assert listed == []  # an abandoned turn is not stored half-written
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)

@@ -76,3 +76,22 @@ def test_users_and_doctor_on_a_fresh_data_dir(tmp_path: Path) -> None:
     assert short.returncode == 1 and "at least 8" in short.stderr
     doctor = appliance("doctor", env=env)
     assert "[ok] database" in doctor.stdout
+
+
+def test_gateway_is_rendered_from_the_configured_workers(tmp_path: Path) -> None:
+    cfg = tmp_path / "multi.toml"
+    cfg.write_text(
+        'profile = "multi-node"\n[engine]\nbackend = "sglang"\n'
+        'sglang_url = "http://127.0.0.1:30080"\n'
+        'sglang_worker_urls = ["http://10.0.0.11:30000", "http://10.0.0.12:30000"]\n',
+        encoding="utf-8",
+    )
+    out = appliance("--config", str(cfg), "gateway", "command")
+    assert out.returncode == 0, out.stderr
+    assert "--policy cache_aware" in out.stdout
+    assert "--worker-urls http://10.0.0.11:30000 http://10.0.0.12:30000" in out.stdout
+    assert "--port 30080" in out.stdout
+    unit = appliance("--config", str(cfg), "gateway", "unit")
+    assert "Restart=on-failure" in unit.stdout and "smg launch" in unit.stdout
+    none = appliance("gateway", "command")
+    assert none.returncode == 2 and "sglang_worker_urls" in none.stderr

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -16,15 +15,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from servers import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = os.environ.get("TEST_SCREENSHOT_DIR")  # set to refresh docs/ pictures
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

@@ -9,16 +9,15 @@ from __future__ import annotations
 import inspect
 import json
 import re
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 import pytest
+from servers import serving
 
 MODEL = "smollm2-test"
 SAMPLING_NULLS = {"stop": None, "json_schema": None, "sampling_seed": None, "top_k": None}
@@ -44,37 +43,6 @@ HISTOGRAMS = (
     "sglang:e2e_request_latency_seconds",
     "sglang:queue_time_seconds",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def serving(app) -> Iterator[str]:  # noqa: ANN001
-    """Run ``app`` with uvicorn in a thread; stop it cleanly afterwards."""
-    import uvicorn
-
-    port = free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=5
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        assert not thread.is_alive(), "the test server did not stop"
 
 
 @pytest.fixture(scope="module")

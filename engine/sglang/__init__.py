@@ -1,0 +1,4 @@
+"""The SGLang backend: hardware facts, launch tuning, systemd units, the gateway and the launcher.
+
+Nothing here imports SGLang itself; the server runs as its own process (``sglang.launch_server``).
+"""

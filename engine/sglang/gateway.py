@@ -1,0 +1,80 @@
+"""Multi-node: the SGLang model gateway (PyPI ``smg``, formerly ``sglang-router``).
+
+smg's Python package installs the ``smg`` console script (``smg.cli:main``) and ``python -m smg``;
+its ``launch`` subcommand starts the router alone in front of existing workers::
+
+    python -m smg launch --host H --port P --worker-urls URL [URL ...] --policy cache_aware \
+        --cache-threshold 0.3 --balance-abs-threshold 64 --balance-rel-threshold 1.5
+
+(flag names as defined in smg's ``bindings/python/src/smg/router_args.py``; the older
+``python -m sglang_router.launch_router`` entry belongs to the pre-rename package). The appliance
+uses ``python -m smg launch`` so the unit needs no console script on ``PATH``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """Workers and cache-aware routing knobs (defaults are smg's documented defaults)."""
+
+    worker_urls: tuple[str, ...]
+    host: str = "127.0.0.1"
+    port: int = 30080
+    policy: str = "cache_aware"
+    cache_threshold: float = 0.3
+    balance_abs_threshold: int = 64
+    balance_rel_threshold: float = 1.5
+    python: str = "python"
+
+    def __post_init__(self) -> None:
+        if not self.worker_urls:
+            raise ValueError("the gateway needs at least one worker URL")
+        for url in self.worker_urls:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https", "grpc") or not parts.netloc:
+                raise ValueError(f"bad worker URL {url!r}: expected http://host:port")
+        if len(set(self.worker_urls)) != len(self.worker_urls):
+            raise ValueError("duplicate worker URL")
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def argv(self) -> tuple[str, ...]:
+        """The gateway command line."""
+        return (
+            self.python,
+            "-m",
+            "smg",
+            "launch",
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--worker-urls",
+            *self.worker_urls,
+            "--policy",
+            self.policy,
+            "--cache-threshold",
+            f"{self.cache_threshold:g}",
+            "--balance-abs-threshold",
+            str(self.balance_abs_threshold),
+            "--balance-rel-threshold",
+            f"{self.balance_rel_threshold:g}",
+        )
+
+    def command(self) -> str:
+        """The shell-quoted command line."""
+        return shlex.join(self.argv())
+
+
+def gateway_for(worker_urls: list[str] | tuple[str, ...], **overrides: Any) -> GatewayConfig:
+    """A gateway config over these workers, trailing slashes stripped."""
+    urls = tuple(u.rstrip("/") for u in worker_urls)
+    return GatewayConfig(worker_urls=urls, **overrides)

@@ -1,0 +1,110 @@
+"""CLI: print the tuned SGLang launch for this box and a model directory.
+
+    python -m engine.sglang.plan --model-path /models/Llama-3.1-8B-Instruct
+    python -m engine.sglang.plan --model-path DIR --print command   # just the command line
+
+Reads ``nvidia-smi`` (or ``--gpus-csv``, a recorded output) and ``DIR/config.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from engine.sglang.gpu_info import GIB, parse_nvidia_smi, read_gpus
+from engine.sglang.model_shape import load_shape
+from engine.sglang.tuning import DoesNotFit, LaunchPlan, SiteNeeds, tune
+
+CAPACITY_CONTEXTS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
+
+
+def host_ram_gb(meminfo: Path = Path("/proc/meminfo")) -> float:
+    """Total host RAM in GB (0 when unknown)."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024 / 1e9
+    except OSError:
+        pass
+    return 0.0
+
+
+def render_table(plan: LaunchPlan) -> str:
+    """A human-readable summary: knobs, memory, and the capacity table."""
+    rows = [
+        ("profile", plan.profile),
+        ("--tp-size", str(plan.tp)),
+        ("--mem-fraction-static", f"{plan.mem_fraction_static:g}"),
+        ("weights", f"{plan.weights_bytes / GIB:.1f} GiB"),
+        ("KV bytes/token", f"{plan.kv_bytes_per_token:,}"),
+        ("KV capacity", f"{plan.kv_capacity_tokens:,} tokens"),
+        ("--max-running-requests", str(plan.max_running_requests)),
+        ("--chunked-prefill-size", str(plan.chunked_prefill_size)),
+        ("--context-length", str(plan.context_length)),
+        ("hicache ratio", "off" if plan.hicache_ratio is None else f"{plan.hicache_ratio:g}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    out = [f"{k:<{width}}  {v}" for k, v in rows]
+    out += ["", f"{'context':>8}  sessions"]
+    out += [
+        f"{ctx:>8}  {plan.capacity(ctx)}" for ctx in CAPACITY_CONTEXTS if ctx <= plan.context_length
+    ]
+    out += [f"warning: {w}" for w in plan.warnings]
+    out += ["", plan.command()]
+    return "\n".join(out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m engine.sglang.plan", description=__doc__)
+    p.add_argument("--model-path", required=True, type=Path, help="offline model directory")
+    p.add_argument("--context-length", type=int, default=32768)
+    p.add_argument("--concurrency", type=int, default=32, help="expected concurrent sessions")
+    p.add_argument("--avg-tokens", type=int, default=4096, help="average tokens per request")
+    p.add_argument("--host-ram-gb", type=float, default=None, help="default: MemTotal")
+    p.add_argument("--gpus-csv", type=Path, default=None, help="recorded nvidia-smi output")
+    p.add_argument("--param-count", type=int, default=None, help="override the estimate")
+    p.add_argument("--served-model-name", default=None)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--python", default="python", help="interpreter in the command")
+    p.add_argument("--print", dest="what", choices=["table", "command", "json"], default="table")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    gpus = parse_nvidia_smi(args.gpus_csv.read_text()) if args.gpus_csv else read_gpus()
+    if not gpus:
+        print("no NVIDIA GPU found (nvidia-smi): use the embedded CPU engine", file=sys.stderr)
+        return 2
+    shape = load_shape(args.model_path, param_count=args.param_count)
+    ram = args.host_ram_gb if args.host_ram_gb is not None else host_ram_gb()
+    site = SiteNeeds(args.context_length, args.concurrency, ram, args.avg_tokens)
+    try:
+        plan = tune(
+            gpus,
+            shape,
+            site,
+            model_path=str(args.model_path),
+            served_model_name=args.served_model_name,
+            host=args.host,
+            port=args.port,
+            python=args.python,
+        )
+    except DoesNotFit as exc:
+        print(f"does not fit: {exc}", file=sys.stderr)
+        return 3
+    if args.what == "command":
+        print(plan.command())
+    elif args.what == "json":
+        print(json.dumps({**asdict(plan), "command": plan.command()}, indent=2))
+    else:
+        print(render_table(plan))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
