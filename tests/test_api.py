@@ -86,12 +86,17 @@ def test_client_leaving_mid_answer_cancels_generation(appliance) -> None:  # noq
         if appliance.auth.principal_for("api-leaver") is None:
             appliance.auth.create_user("api-leaver", "password-789")
         token = httpx.post(
-            f"{base}/api/login", json={"username": "api-leaver", "password": "password-789"}
+            f"{base}/api/login",
+            json={"username": "api-leaver", "password": "password-789"},
+            timeout=60,
         ).json()["token"]
         aborted = appliance.engine.metrics()["num_aborted_requests_total"]
         body = {"question": "Describe every step of the onboarding week in detail."}
         headers = {"authorization": f"Bearer {token}"}
-        with httpx.stream("POST", f"{base}/api/chat", json=body, headers=headers) as response:
+        # a cold prompt on two busy cores can take many seconds before its first token
+        with httpx.stream(
+            "POST", f"{base}/api/chat", json=body, headers=headers, timeout=180
+        ) as response:
             for line in response.iter_lines():
                 if '"type": "delta"' in line:
                     break  # leave after the first streamed token
@@ -99,5 +104,5 @@ def test_client_leaving_mid_answer_cancels_generation(appliance) -> None:  # noq
         while appliance.engine.metrics()["num_aborted_requests_total"] == aborted:
             assert time.time() < deadline, "generation went on after the client left"
             time.sleep(0.1)
-        listed = httpx.get(f"{base}/api/conversations", headers=headers).json()
+        listed = httpx.get(f"{base}/api/conversations", headers=headers, timeout=60).json()
         assert listed == []  # an abandoned turn is not stored half-written

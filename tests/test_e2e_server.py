@@ -93,6 +93,7 @@ def test_ask_over_http_streams_cites_and_reuses_the_prefix(server: Server) -> No
     login = httpx.post(
         f"{server.base}/api/login",
         json={"username": "admin", "password": server.admin_password},
+        timeout=60,
     )
     assert login.status_code == 200
     token = login.json()["token"]

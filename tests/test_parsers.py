@@ -1,4 +1,7 @@
-"""Tests for rag.parsers.parse_file: Markdown and plain text to titled sections."""
+"""Tests for rag.parsers.parse_file: Markdown and plain text to titled sections.
+
+Office formats, HTML and the content guard: tests/test_office_parsers.py.
+"""
 
 from __future__ import annotations
 
@@ -173,7 +176,13 @@ def test_undecodable_bytes_are_a_parse_error():
 
 @pytest.mark.parametrize(
     "name,shown",
-    [("setup.exe", ".exe"), ("report.pdf", ".pdf"), ("Makefile", "(none)"), ("notes", "(none)")],
+    [
+        ("setup.exe", ".exe"),
+        ("bundle.zip", ".zip"),
+        ("photo.PNG", ".png"),
+        ("Makefile", "(none)"),
+        ("notes", "(none)"),
+    ],
 )
 def test_unsupported_suffix(name, shown):
     with pytest.raises(UnsupportedFormat) as info:

@@ -1,0 +1,90 @@
+"""HTML to sections with BeautifulSoup (stdlib ``html.parser``): h1–h3 start sections.
+
+Scripts, styles, navigation and footers are dropped; block elements become lines and table
+rows become ``cell | cell``. Bytes are decoded by the page's declared charset when it has
+one, else like a text file (UTF-8, then CP949/EUC-KR).
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+
+from bs4 import BeautifulSoup, NavigableString, Tag
+from bs4.dammit import EncodingDetector
+from bs4.element import CData
+
+from rag.parsers.encoding import decode_text
+from rag.types import ParsedDocument, Section
+
+MIME = "text/html"
+
+_DROP = ("script", "style", "nav", "footer", "noscript", "template", "head", "svg", "iframe")
+_HEADINGS = ("h1", "h2", "h3")
+_BLOCKS = (
+    "p", "div", "li", "ul", "ol", "dl", "dt", "dd", "tr", "table", "br", "hr", "h4", "h5",
+    "h6", "section", "article", "main", "aside", "header", "blockquote", "pre", "figure",
+    "figcaption", "form", "fieldset", "address", "details", "summary", "caption",
+)  # fmt: skip
+_MARK = "\x00H\x00"  # starts a line that is a section heading
+_SPACE = re.compile(r"\s+")
+# Declared charsets that Python spells differently or that a superset reads better.
+_CHARSET_ALIASES = {"euc-kr": "cp949", "ks_c_5601-1987": "cp949", "x-windows-949": "cp949"}
+
+
+def decode_html(data: bytes) -> str:
+    """Decode by a BOM or a declared ``<meta charset>``, falling back to ``decode_text``."""
+    declared = EncodingDetector.find_declared_encoding(data, is_html=True)
+    if declared and not data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
+        encoding = _CHARSET_ALIASES.get(declared.lower(), declared)
+        try:
+            codecs.lookup(encoding)
+            return data.decode(encoding)
+        except (LookupError, UnicodeDecodeError):
+            pass
+    return decode_text(data)
+
+
+def _text(tag: Tag) -> str:
+    return _SPACE.sub(" ", tag.get_text(" ")).strip()
+
+
+def _flatten(soup: BeautifulSoup) -> list[str]:
+    """Rewrite the tree in place into lines; heading lines start with ``_MARK``."""
+    for node in soup.find_all(string=True):
+        if type(node) not in (NavigableString, CData):  # comments, doctype, PIs
+            node.extract()
+        elif not node.find_parent("pre"):
+            node.replace_with(_SPACE.sub(" ", str(node)))
+    for tag in soup.find_all(_HEADINGS):
+        tag.replace_with(f"\n{_MARK}{_text(tag)}\n")
+    for tag in soup.find_all(["td", "th"]):
+        tag.insert_after(" | ")
+    for tag in soup.find_all(_BLOCKS):
+        tag.insert_before("\n")
+        tag.insert_after("\n")
+    lines = [ln.strip().removesuffix("|").strip() for ln in soup.get_text().splitlines()]
+    return [ln for ln in lines if ln and ln != _MARK]
+
+
+def parse_html(data: bytes, fallback_title: str) -> ParsedDocument:
+    """Parse an HTML page; the title is ``<title>``, else the first ``<h1>``."""
+    soup = BeautifulSoup(decode_html(data), "html.parser")
+    title_tag = soup.find("title")
+    title = _text(title_tag) if isinstance(title_tag, Tag) else ""
+    h1 = soup.find("h1")
+    title = title or (_text(h1) if isinstance(h1, Tag) else "")
+    for tag in soup.find_all(_DROP):
+        tag.decompose()
+    sections: list[Section] = []
+    heading, buf = "", []
+    for line in _flatten(soup):
+        if line.startswith(_MARK):
+            if buf:
+                sections.append(Section(heading=heading, text="\n".join(buf)))
+            heading, buf = line.removeprefix(_MARK).strip(), []
+        else:
+            buf.append(line)
+    if buf:
+        sections.append(Section(heading=heading, text="\n".join(buf)))
+    return ParsedDocument(title=title or fallback_title, sections=tuple(sections), mime=MIME)
