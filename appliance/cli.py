@@ -79,7 +79,12 @@ def cmd_users(args: argparse.Namespace) -> int:
     try:
         if args.action == "list":
             for p in auth.list_users():
-                print(f"{p.username}\t{p.role}")
+                reach = "all" if p.is_admin else ",".join(sorted(p.collections))
+                print(f"{p.username}\t{p.role}\t{reach}")
+            return 0
+        if args.action == "grant":
+            who = auth.set_collections(args.username, (args.collections or "").split(","))
+            print(f"{who.username} may retrieve from: {', '.join(sorted(who.collections))}")
             return 0
         password = args.password or getpass.getpass(f"password for {args.username}: ")
         if args.action == "create":
@@ -123,6 +128,11 @@ def cmd_engine_server(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.suite == "index":
+        from appliance.bench.index_bench import run_index_bench
+
+        print(run_index_bench(quick=args.quick))
+        return 0
     if args.suite != "engine":
         print(f"appliance bench {args.suite}: not yet implemented")
         return 2
@@ -177,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--served-model-name", help="default: the model directory's name")
     p.set_defaults(func=cmd_engine_server)
 
-    p = sub.add_parser("bench", help="benchmarks that print tables (engine; others not yet)")
+    p = sub.add_parser("bench", help="benchmarks that print tables (engine, index; others not yet)")
     p.add_argument("suite", choices=["engine", "index", "ordering", "load"])
     p.add_argument("--quick", action="store_true", help="a small, fast run (smoke test)")
     p.set_defaults(func=cmd_bench)
@@ -192,10 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_gateway)
 
     p = sub.add_parser("users", help="manage accounts")
-    p.add_argument("action", choices=["list", "create", "passwd"])
+    p.add_argument("action", choices=["list", "create", "passwd", "grant"])
     p.add_argument("username", nargs="?")
     p.add_argument("--role", choices=["staff", "admin"], default="staff")
     p.add_argument("--password", help="default: prompt for it")
+    p.add_argument("--collections", help="with grant: comma-separated collection names")
     p.set_defaults(func=cmd_users)
     return parser
 

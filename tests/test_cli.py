@@ -49,7 +49,7 @@ def test_default_secret_is_refused_in_production() -> None:
 
 
 def test_unbuilt_benchmarks_say_not_yet() -> None:
-    out = appliance("bench", "index")
+    out = appliance("bench", "ordering")
     assert out.returncode == 2 and "not yet" in out.stdout
 
 
@@ -71,7 +71,10 @@ def test_users_and_doctor_on_a_fresh_data_dir(tmp_path: Path) -> None:
     again = appliance("users", "create", "kim", "--password", "s3cret-pass", env=env)
     assert again.returncode == 1 and "already exists" in again.stderr
     listed = appliance("users", "list", env=env)
-    assert "kim\tstaff" in listed.stdout
+    assert "kim\tstaff\tdefault" in listed.stdout
+    granted = appliance("users", "grant", "kim", "--collections", "hr,it", env=env)
+    assert granted.returncode == 0 and "hr, it" in granted.stdout
+    assert "kim\tstaff\thr,it" in appliance("users", "list", env=env).stdout
     short = appliance("users", "create", "lee", "--password", "short", env=env)
     assert short.returncode == 1 and "at least 8" in short.stderr
     doctor = appliance("doctor", env=env)

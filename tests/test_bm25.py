@@ -1,0 +1,70 @@
+"""BM25Index: Korean morphemes, English words, removal, persistence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rag.bm25 import BM25Index
+from rag.bm25_tokenizer import Tokenizer, latin_tokens
+
+DOCS = {
+    1: "VPN 비밀번호를 재설정하려면 포털에 접속하세요",
+    2: "연차 휴가는 인사팀 포털에서 신청하며, 휴가 일수는 근속 연수에 따라 달라집니다",
+    3: "To request annual leave, open the HR portal and submit the leave form",
+    4: "Reset your VPN password from the self-service portal before it expires",
+}
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    return Tokenizer()  # loads Kiwi once for the module
+
+
+@pytest.fixture()
+def index(tokenizer: Tokenizer) -> BM25Index:
+    idx = BM25Index(tokenizer)
+    idx.add(list(DOCS), list(DOCS.values()))
+    return idx
+
+
+def test_tokenizer_keeps_korean_content_morphemes(tokenizer: Tokenizer) -> None:
+    tokens = tokenizer.tokenize("VPN 비밀번호를 재설정하려면 포털에 접속하세요")
+    assert {"vpn", "비밀번호", "설정", "포털", "접속"} <= set(tokens)
+    assert "를" not in tokens and "에" not in tokens  # particles dropped
+    assert latin_tokens("The VPN, and the Portal") == ["vpn", "portal"]
+
+
+def test_korean_query_ranks_the_korean_document_first(index: BM25Index) -> None:
+    hits = index.search("비밀번호 재설정 방법", 4)
+    assert hits[0][0] == 1
+    assert 2 not in {i for i, _ in hits}
+
+
+def test_english_match_without_stemming(index: BM25Index) -> None:
+    assert index.search("annual leave form", 2)[0][0] == 3
+    assert index.search("vpn password", 4)[0][0] in {1, 4}
+    assert index.search("reset password", 4)[0][0] == 4
+    assert index.search("zzzz qqqq", 4) == []
+
+
+def test_remove_and_replace(index: BM25Index) -> None:
+    assert index.remove([1, 99]) == 1
+    assert 1 not in {i for i, _ in index.search("비밀번호 재설정", 4)}
+    index.add([3], ["비밀번호 재설정 안내"])  # replaces document 3
+    assert index.search("비밀번호 재설정", 4)[0][0] == 3
+    assert index.search("annual leave form", 4) == []
+    assert index.size == 3 and index.ids() == {2, 3, 4}
+
+
+def test_save_load_round_trip(index: BM25Index, tokenizer: Tokenizer, tmp_path: Path) -> None:
+    index.remove([4])
+    before = index.search("vpn portal 휴가", 4)
+    index.save(tmp_path)
+    loaded = BM25Index.load(tmp_path, tokenizer)
+    assert loaded is not None and loaded.ids() == {1, 2, 3}
+    after = loaded.search("vpn portal 휴가", 4)
+    assert [i for i, _ in after] == [i for i, _ in before]
+    assert [s for _, s in after] == pytest.approx([s for _, s in before])
+    assert BM25Index.load(tmp_path / "missing", tokenizer) is None
