@@ -11,7 +11,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import delete, select
 
-from appliance.db.models import AuditEvent, AuthSession, User
+from appliance.db.models import AuditEvent, AuthSession, User, UserCollection
 from appliance.db.session import Database
 
 ROLES = ("staff", "admin")
@@ -22,17 +22,26 @@ class AuthError(ValueError):
     pass
 
 
+DEFAULT_COLLECTIONS = frozenset({"default"})
+
+
 @dataclass(frozen=True)
 class Principal:
-    """Who is making a request."""
+    """Who is making a request, and which document collections they may retrieve from."""
 
     user_id: int
     username: str
     role: str
+    collections: frozenset[str] = DEFAULT_COLLECTIONS
 
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
+
+    @property
+    def allowed_collections(self) -> frozenset[str] | None:
+        """None means every collection (admins)."""
+        return None if self.is_admin else self.collections
 
 
 def hash_password(password: str) -> str:
@@ -54,10 +63,38 @@ def generate_password() -> str:
     return secrets.token_urlsafe(12)
 
 
+def _principal(s, user: User) -> Principal:  # noqa: ANN001
+    granted = frozenset(
+        s.scalars(select(UserCollection.collection).where(UserCollection.user_id == user.id))
+    )
+    return Principal(user.id, user.username, user.role, granted or DEFAULT_COLLECTIONS)
+
+
 class AuthService:
     def __init__(self, db: Database, session_ttl_hours: float) -> None:
         self.db = db
         self.ttl = timedelta(hours=session_ttl_hours)
+
+    def set_collections(self, username: str, collections: list[str]) -> Principal:
+        """Replace the collections a user may retrieve from."""
+        names = sorted({c.strip() for c in collections if c.strip()})
+        if not names or any(len(c) > 64 for c in names):
+            raise AuthError("give one or more collection names (at most 64 characters each)")
+        with self.db.session() as s:
+            user = s.scalar(select(User).where(User.username == username))
+            if user is None:
+                raise AuthError(f"no user {username!r}")
+            s.execute(delete(UserCollection).where(UserCollection.user_id == user.id))
+            s.add_all(UserCollection(user_id=user.id, collection=c) for c in names)
+            s.add(
+                AuditEvent(
+                    actor="system",
+                    action="user.collections",
+                    detail={"username": username, "collections": names},
+                )
+            )
+            s.flush()
+            return _principal(s, user)
 
     def create_user(self, username: str, password: str, role: str = "staff") -> Principal:
         username = username.strip()
@@ -74,7 +111,7 @@ class AuthService:
             s.add(user)
             s.flush()
             s.add(AuditEvent(actor="system", action="user.create", detail={"username": username}))
-            return Principal(user.id, user.username, user.role)
+            return _principal(s, user)
 
     def has_admin(self) -> bool:
         with self.db.session() as s:
@@ -82,7 +119,7 @@ class AuthService:
 
     def list_users(self) -> list[Principal]:
         with self.db.session() as s:
-            return [Principal(u.id, u.username, u.role) for u in s.scalars(select(User))]
+            return [_principal(s, u) for u in s.scalars(select(User))]
 
     def set_password(self, username: str, password: str) -> None:
         if len(password) < 8:
@@ -107,7 +144,7 @@ class AuthService:
                     actor=username[:64], action="login" if ok else "login.failed", detail=None
                 )
             )
-            return Principal(user.id, user.username, user.role) if ok and user else None
+            return _principal(s, user) if ok and user else None
 
     def login(self, username: str, password: str) -> tuple[str, Principal] | None:
         """A new bearer token for valid credentials (only its hash is stored)."""
@@ -140,14 +177,14 @@ class AuthService:
                 expires = expires.replace(tzinfo=UTC)
             if expires < datetime.now(UTC) or user.disabled:
                 return None
-            return Principal(user.id, user.username, user.role)
+            return _principal(s, user)
 
     def principal_for(self, username: str) -> Principal | None:
         with self.db.session() as s:
             user = s.scalar(select(User).where(User.username == username))
             if user is None or user.disabled:
                 return None
-            return Principal(user.id, user.username, user.role)
+            return _principal(s, user)
 
     def logout(self, token: str) -> None:
         with self.db.session() as s:

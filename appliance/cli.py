@@ -60,7 +60,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 results = appliance.ingest.ingest_paths([path], collection=args.collection)
             for r in results:
                 line = f"{r.status:9} {r.name}"
-                line += f": {r.chunks} chunks" if r.status == "indexed" else ""
+                line += f": {r.chunks} chunks" if r.chunks else ""
                 line += f": {r.error}" if r.error else ""
                 print(line)
                 failed += r.status == "error"

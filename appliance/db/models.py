@@ -38,6 +38,17 @@ class User(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+class UserCollection(Base):
+    """A collection a staff user may retrieve from (admins may retrieve from every one)."""
+
+    __tablename__ = "user_collections"
+
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    collection: Mapped[str] = mapped_column(String(64), primary_key=True)
+
+
 class AuthSession(Base):
     """A login session. Only a hash of the bearer token is stored."""
 
@@ -96,7 +107,7 @@ class Document(Base):
     __table_args__ = (UniqueConstraint("collection", "sha256", name="uq_documents_hash"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    collection: Mapped[str] = mapped_column(String(64), default="default")
+    collection: Mapped[str] = mapped_column(String(64), default="default", index=True)
     title: Mapped[str] = mapped_column(String(300))
     source_path: Mapped[str] = mapped_column(String(1000))
     mime: Mapped[str] = mapped_column(String(64))

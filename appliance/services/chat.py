@@ -187,7 +187,9 @@ class ChatService:
         if conversation_id is not None:
             with self.db.session() as s:
                 history, known = self._history(self._owned(s, principal, conversation_id))
-        retrieved, retrieval_ms = self.knowledge.retrieve(question, self.top_k)
+        retrieved, retrieval_ms = self.knowledge.retrieve(
+            question, self.top_k, principal.allowed_collections
+        )
         new_chunks, citations = number_chunks(retrieved, known)
         user_turn = render_user_turn(question, new_chunks, citations)
         # keep the last N turns; drop the oldest whole turns if the prompt would not fit

@@ -23,7 +23,7 @@ from rag.parsers import SUPPORTED_SUFFIXES, ParseError, parse_file
 @dataclass(frozen=True)
 class IngestResult:
     name: str
-    status: str  # indexed | duplicate | error
+    status: str  # indexed | updated | duplicate | error
     document_id: int | None = None
     chunks: int = 0
     error: str = ""
@@ -68,6 +68,12 @@ class IngestService:
             )
             if existing is not None:
                 return IngestResult(name, "duplicate", document_id=existing.id)
+            # a new version of a document already here: it replaces the old one once indexed
+            previous = s.scalars(
+                select(Document.id).where(
+                    Document.collection == collection, Document.source_path == name
+                )
+            ).all()
             doc = Document(
                 collection=collection,
                 title=parsed.title,
@@ -95,12 +101,30 @@ class IngestService:
         # committed: now the vectors. If embedding fails the document is taken out again; if
         # the process dies here, KnowledgeBase.reconcile() adds the vectors on the next start.
         try:
-            self.knowledge.add_chunks(ids, texts)
+            self.knowledge.add_chunks(ids, texts, collection)
         except Exception as exc:
             with self.db.session() as s:
                 s.delete(s.get(Document, doc_id))
             return IngestResult(name, "error", error=f"indexing failed: {exc}")
-        return IngestResult(name, "indexed", document_id=doc_id, chunks=len(ids))
+        for old in previous:
+            self.delete_document(old, actor=actor)
+        status = "updated" if previous else "indexed"
+        return IngestResult(name, status, document_id=doc_id, chunks=len(ids))
+
+    def delete_document(self, document_id: int, actor: str = "system") -> bool:
+        """Remove a document, its chunks and their index entries; False if there was none."""
+        with self.db.session() as s:
+            doc = s.get(Document, document_id)
+            if doc is None:
+                return False
+            chunk_ids = [c.id for c in doc.chunks]
+            s.delete(doc)
+            s.add(
+                AuditEvent(actor=actor, action="document.delete", detail={"name": doc.source_path})
+            )
+        # committed: now the indexes (reconcile() finishes this if the process dies here)
+        self.knowledge.remove_chunks(chunk_ids)
+        return True
 
     def ingest_paths(
         self,

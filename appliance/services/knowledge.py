@@ -1,8 +1,9 @@
-"""The knowledge base: owns the vector index, keeps it in step with the chunk table, retrieves.
+"""The knowledge base: owns the vector and BM25 indexes, keeps them in step with the chunk
+table, and retrieves (hybrid, fused by RRF) within the collections a caller may read.
 
 The database is the source of truth. Every change commits chunks to the DB first and then
-updates and atomically saves the index; on start ``reconcile`` re-embeds chunks the index lacks
-and drops vectors whose chunks are gone, so a crash between the two steps heals itself.
+updates and atomically saves the indexes; on start ``reconcile`` adds chunks an index lacks
+and drops entries whose chunks are gone, so a crash between the two steps heals itself.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from sqlalchemy import select
 
 from appliance.db.models import Chunk, Document
 from appliance.db.session import Database
+from rag.bm25 import BM25Index
 from rag.embeddings import Embedder
+from rag.hybrid import HybridRetriever
 from rag.index import VectorIndex
 from rag.prompt import chunk_header
 from rag.types import RetrievedChunk
@@ -37,44 +40,69 @@ class KnowledgeBase:
         self._lock = threading.RLock()
         loaded = VectorIndex.load(index_dir, embedder.dim, embedder.name)
         self.index = loaded or VectorIndex(embedder.dim, embedder.name)
+        self.bm25 = BM25Index.load(index_dir) or BM25Index()
+        self.collection_of: dict[int, str] = {}  # chunk id -> collection, for access checks
+        self.hybrid = HybridRetriever(self.index, self.bm25, embed=self.embedder.embed)
 
     def reconcile(self) -> tuple[int, int]:
-        """Make the index hold exactly the DB's chunks; return (added, removed)."""
+        """Make both indexes hold exactly the DB's chunks; return (added, removed) vectors."""
         with self._lock, self.db.session() as s:
             rows = s.execute(
-                select(Chunk.id, Chunk.section, Chunk.text, Document.title).join(Document)
+                select(
+                    Chunk.id, Chunk.section, Chunk.text, Document.title, Document.collection
+                ).join(Document)
             ).all()
-            in_db = {r.id for r in rows}
-            in_index = self.index.ids()
-            stale = sorted(in_index - in_db)
-            missing = [r for r in rows if r.id not in in_index]
-            removed = self.index.remove(stale)
-            if missing:
-                vecs = self.embedder.embed(
-                    [embedding_text(r.title, r.section, r.text) for r in missing]
-                )
-                self.index.add([r.id for r in missing], vecs)
-            if stale or missing:
-                self.index.save(self.index_dir)
-            return len(missing), removed
+            self.collection_of = {r.id: r.collection for r in rows}
+            in_db = set(self.collection_of)
+            added = removed = 0
+            for index, embed in ((self.index, True), (self.bm25, False)):
+                have = index.ids()
+                stale = sorted(have - in_db)
+                missing = [r for r in rows if r.id not in have]
+                gone = index.remove(stale) if stale else 0
+                if missing:
+                    texts = [embedding_text(r.title, r.section, r.text) for r in missing]
+                    ids = [r.id for r in missing]
+                    index.add(ids, self.embedder.embed(texts) if embed else texts)
+                if stale or missing:
+                    index.save(self.index_dir)
+                if embed:
+                    added, removed = len(missing), gone
+            return added, removed
 
-    def add_chunks(self, ids: Sequence[int], texts: Sequence[str]) -> None:
+    def add_chunks(self, ids: Sequence[int], texts: Sequence[str], collection: str) -> None:
         vecs = self.embedder.embed(list(texts))
         with self._lock:
             self.index.add(ids, vecs)
+            self.bm25.add(ids, texts)
+            self.collection_of.update(dict.fromkeys(ids, collection))
             self.index.save(self.index_dir)
+            self.bm25.save(self.index_dir)
 
     def remove_chunks(self, ids: Sequence[int]) -> None:
         with self._lock:
             self.index.remove(ids)
+            self.bm25.remove(ids)
+            for i in ids:
+                self.collection_of.pop(i, None)
             self.index.save(self.index_dir)
+            self.bm25.save(self.index_dir)
 
-    def retrieve(self, query: str, k: int) -> tuple[list[RetrievedChunk], float]:
-        """Top-k chunks for ``query`` and the time it took in milliseconds."""
+    def retrieve(
+        self, query: str, k: int, collections: frozenset[str] | None = None
+    ) -> tuple[list[RetrievedChunk], float]:
+        """Top-k chunks for ``query`` within ``collections`` (None: all), and the time it took
+        in milliseconds."""
         start = time.perf_counter()
-        vec = self.embedder.embed([query])[0]
+        allowed = None
+        if collections is not None:
+            where = self.collection_of
+
+            def allowed(chunk_id: int) -> bool:
+                return where.get(chunk_id) in collections
+
         with self._lock:
-            hits = self.index.search(vec, k)
+            hits = self.hybrid.search(query, k, allowed)
         if not hits:
             return [], (time.perf_counter() - start) * 1000
         with self.db.session() as s:
