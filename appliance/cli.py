@@ -49,22 +49,29 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     config = config.model_copy(
         update={"bootstrap": config.bootstrap.model_copy(update={"ingest_sample_corpus": False})}
     )
+    from tqdm import tqdm
+
+    from appliance.services.ingest import IngestResult, files_in
+
     appliance = build_appliance(config)
     try:
-        paths = [Path(p) for p in args.paths]
-        failed = 0
-        for path in paths:
-            if path.is_dir():
-                results = appliance.ingest.ingest_folder(path, collection=args.collection)
-            else:
-                results = appliance.ingest.ingest_paths([path], collection=args.collection)
-            for r in results:
-                line = f"{r.status:9} {r.name}"
-                line += f": {r.chunks} chunks" if r.chunks else ""
-                line += f": {r.error}" if r.error else ""
-                print(line)
-                failed += r.status == "error"
-        return 1 if failed else 0
+        files: list[Path] = []
+        for path in map(Path, args.paths):
+            files.extend(files_in(path) if path.is_dir() else [path])
+        bar = tqdm(total=len(files), unit="file", desc="ingest", file=sys.stderr)
+
+        def report(r: IngestResult) -> None:
+            line = f"{r.status:9} {r.name}"
+            line += f": {r.chunks} chunks" if r.chunks else ""
+            line += f": {r.error}" if r.error else ""
+            tqdm.write(line, file=sys.stdout)
+            bar.update(1)
+
+        results = appliance.ingest.ingest_paths(
+            files, collection=args.collection, actor="cli", progress=report
+        )
+        bar.close()
+        return 1 if any(r.status == "error" for r in results) else 0
     finally:
         appliance.close()
 

@@ -29,6 +29,13 @@ class IngestResult:
     error: str = ""
 
 
+def files_in(folder: Path) -> list[Path]:
+    """The files under ``folder`` with a supported type, in a stable order."""
+    return sorted(
+        p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES
+    )
+
+
 class IngestService:
     def __init__(
         self,
@@ -147,10 +154,7 @@ class IngestService:
         return results
 
     def ingest_folder(self, folder: Path, **kwargs) -> list[IngestResult]:  # noqa: ANN003
-        files = sorted(
-            p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES
-        )
-        return self.ingest_paths(files, **kwargs)
+        return self.ingest_paths(files_in(folder), **kwargs)
 
     def document_count(self) -> int:
         with self.db.session() as s:
