@@ -38,3 +38,14 @@ def serving(app) -> Iterator[str]:  # noqa: ANN001
         server.should_exit = True
         thread.join(timeout=30)
         assert not thread.is_alive(), "the test server did not stop"
+
+
+def wait_idle(engine, timeout: float = 20.0) -> dict[str, float]:  # noqa: ANN001
+    """Wait until ``engine`` runs and queues nothing; return its metrics then."""
+    deadline = time.monotonic() + timeout
+    while True:
+        m = engine.metrics()
+        if m["num_running_reqs"] == 0 and m["num_queue_reqs"] == 0:
+            return m
+        assert time.monotonic() < deadline, f"the engine did not go idle: {m}"
+        time.sleep(0.05)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from servers import free_port, serving
+from servers import free_port, serving, wait_idle
 
 from engine.base import (
     Engine,
@@ -82,16 +82,6 @@ def run(eng: Engine, prompt: str, **sampling: object) -> tuple[str, GenerationSt
             stats = item.stats
     assert stats is not None, "the stream ended without Finished"
     return text, stats
-
-
-def wait_idle(eng: Engine, timeout: float = 20.0) -> dict[str, float]:
-    deadline = time.monotonic() + timeout
-    while True:
-        m = eng.metrics()
-        if m["num_running_reqs"] == 0 and m["num_queue_reqs"] == 0:
-            return m
-        assert time.monotonic() < deadline, f"the engine did not go idle: {m}"
-        time.sleep(0.05)
 
 
 # ---- conformance: every backend ----------------------------------------------------------

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servers import serving
+from servers import serving, wait_idle
 
 MODEL = "smollm2-test"
 SAMPLING_NULLS = {"stop": None, "json_schema": None, "sampling_seed": None, "top_k": None}
@@ -66,16 +66,6 @@ def oai(base: str):  # noqa: ANN201
     client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=120)
     yield client
     client.close()
-
-
-def wait_idle(engine, timeout: float = 20.0) -> dict[str, float]:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while True:
-        m = engine.metrics()
-        if m["num_running_reqs"] == 0 and m["num_queue_reqs"] == 0:
-            return m
-        assert time.monotonic() < deadline, f"the engine did not go idle: {m}"
-        time.sleep(0.05)
 
 
 def data_lines(response: httpx.Response) -> Iterator[str]:

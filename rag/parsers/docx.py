@@ -15,7 +15,8 @@ from docx.table import Table
 from docx.text.paragraph import Paragraph
 
 from rag.parsers.errors import ParseError
-from rag.types import ParsedDocument, Section
+from rag.parsers.sections import SectionBuilder
+from rag.types import ParsedDocument
 
 MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
@@ -57,35 +58,25 @@ def parse_docx(data: bytes, fallback_title: str) -> ParsedDocument:
     document = _open(data)
     title = (document.core_properties.title or "").strip()
     first_h1 = ""
-    sections: list[Section] = []
-    heading, buf = "", []
-
-    def close() -> None:
-        body = "\n".join(buf).strip()
-        if body:
-            sections.append(Section(heading=heading, text=body))
-
+    sections = SectionBuilder()
     try:
         for block in document.iter_inner_content():
             if isinstance(block, Table):
-                buf.extend(table_lines(block))
+                sections.add(*table_lines(block))
                 continue
             text = block.text.strip()
             style = _style_name(block)
             level = _HEADING_STYLE.match(style)
             if style == "Title" and text:
                 title = title or text
-                close()
-                heading, buf = "", []
+                sections.start("")
             elif level and text:
                 first_h1 = first_h1 or (text if level.group(1) == "1" else "")
-                close()
-                heading, buf = text, []
+                sections.start(text)
             else:
-                buf.append(block.text)
+                sections.add(block.text)
     except Exception as exc:
         raise ParseError(f"the DOCX is damaged: {exc}") from exc
-    close()
     return ParsedDocument(
-        title=title or first_h1 or fallback_title, sections=tuple(sections), mime=MIME
+        title=title or first_h1 or fallback_title, sections=sections.finish(), mime=MIME
     )

@@ -15,7 +15,8 @@ from bs4.dammit import EncodingDetector
 from bs4.element import CData
 
 from rag.parsers.encoding import decode_text
-from rag.types import ParsedDocument, Section
+from rag.parsers.sections import SectionBuilder
+from rag.types import ParsedDocument
 
 MIME = "text/html"
 
@@ -76,15 +77,10 @@ def parse_html(data: bytes, fallback_title: str) -> ParsedDocument:
     title = title or (_text(h1) if isinstance(h1, Tag) else "")
     for tag in soup.find_all(_DROP):
         tag.decompose()
-    sections: list[Section] = []
-    heading, buf = "", []
+    sections = SectionBuilder()
     for line in _flatten(soup):
         if line.startswith(_MARK):
-            if buf:
-                sections.append(Section(heading=heading, text="\n".join(buf)))
-            heading, buf = line.removeprefix(_MARK).strip(), []
+            sections.start(line.removeprefix(_MARK).strip())
         else:
-            buf.append(line)
-    if buf:
-        sections.append(Section(heading=heading, text="\n".join(buf)))
-    return ParsedDocument(title=title or fallback_title, sections=tuple(sections), mime=MIME)
+            sections.add(line)
+    return ParsedDocument(title=title or fallback_title, sections=sections.finish(), mime=MIME)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from rag.types import ParsedDocument, Section
+from rag.parsers.sections import SectionBuilder
+from rag.types import ParsedDocument
 
 MIME = "text/markdown"
 
@@ -14,25 +15,16 @@ _MD_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 def parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
     """Split Markdown at ATX headings; the first level-1 heading becomes the title."""
     title = ""
-    sections: list[Section] = []
-    heading, buf = "", []
-
-    def close() -> None:
-        body = "\n".join(buf).strip()
-        if body:
-            sections.append(Section(heading=heading, text=body))
-
+    sections = SectionBuilder()
     for line in text.splitlines():
         m = _MD_HEADING.match(line)
-        if m:
-            level, name = len(m.group(1)), m.group(2).strip()
-            if level == 1 and not title:
-                close()
-                title, heading, buf = name, "", []
-                continue
-            close()
-            heading, buf = name, []
+        if not m:
+            sections.add(line)
+            continue
+        level, name = len(m.group(1)), m.group(2).strip()
+        if level == 1 and not title:
+            title = name
+            sections.start("")
         else:
-            buf.append(line)
-    close()
-    return ParsedDocument(title=title or fallback_title, sections=tuple(sections), mime=MIME)
+            sections.start(name)
+    return ParsedDocument(title=title or fallback_title, sections=sections.finish(), mime=MIME)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from rag.types import ParsedDocument, Section
+from rag.parsers.sections import SectionBuilder
+from rag.types import ParsedDocument
 
 MIME = "text/plain"
 
@@ -24,15 +25,10 @@ def parse_text(text: str, fallback_title: str) -> ParsedDocument:
     title = fallback_title
     if len(lines) > 1 and lines[0].strip() and not lines[1].strip():
         title, lines = lines[0].strip(), lines[2:]
-    sections: list[Section] = []
-    heading, buf = "", []
+    sections = SectionBuilder()
     for line in lines:
         if _is_caps_heading(line):
-            if "\n".join(buf).strip():
-                sections.append(Section(heading=heading, text="\n".join(buf).strip()))
-            heading, buf = line.strip().title(), []
+            sections.start(line.strip().title())
         else:
-            buf.append(line)
-    if "\n".join(buf).strip():
-        sections.append(Section(heading=heading, text="\n".join(buf).strip()))
-    return ParsedDocument(title=title, sections=tuple(sections), mime=MIME)
+            sections.add(line)
+    return ParsedDocument(title=title, sections=sections.finish(), mime=MIME)
