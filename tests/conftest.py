@@ -108,3 +108,33 @@ def appliance(tmp_path_factory: pytest.TempPathFactory, model_dir: Path, engine,
 def config_for():  # noqa: ANN201
     """``make_config`` as a fixture, for test modules (conftest is not importable)."""
     return make_config
+
+
+# ---- the embedded engine behind its SGLang-compatible HTTP server (one per test module) ------
+
+
+@pytest.fixture(scope="module")
+def base(engine) -> Iterator[str]:  # noqa: ANN001
+    from servers import MODEL, serving
+
+    from engine.embedded.server.app import build_server_app
+
+    with serving(build_server_app(engine, MODEL)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def http(base: str) -> Iterator:
+    import httpx
+
+    with httpx.Client(base_url=base, timeout=120) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def oai(base: str):  # noqa: ANN201
+    import openai
+
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=120)
+    yield client
+    client.close()

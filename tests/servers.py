@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+import httpx
 
 
 def free_port() -> int:
@@ -49,3 +52,51 @@ def wait_idle(engine, timeout: float = 20.0) -> dict[str, float]:  # noqa: ANN00
             return m
         assert time.monotonic() < deadline, f"the engine did not go idle: {m}"
         time.sleep(0.05)
+
+
+# ---- the embedded engine's SGLang-compatible server ------------------------------------
+
+MODEL = "smollm2-test"
+SAMPLING_NULLS = {"stop": None, "json_schema": None, "sampling_seed": None, "top_k": None}
+GAUGES = (
+    "sglang:num_running_reqs",
+    "sglang:num_queue_reqs",
+    "sglang:num_used_tokens",
+    "sglang:token_usage",
+    "sglang:cache_hit_rate",
+    "sglang:gen_throughput",
+    "sglang:max_total_num_tokens",
+)
+COUNTERS = (
+    "sglang:prompt_tokens_total",
+    "sglang:generation_tokens_total",
+    "sglang:cached_tokens_total",
+    "sglang:num_requests_total",
+    "sglang:num_aborted_requests_total",
+)
+HISTOGRAMS = (
+    "sglang:time_to_first_token_seconds",
+    "sglang:inter_token_latency_seconds",
+    "sglang:e2e_request_latency_seconds",
+    "sglang:queue_time_seconds",
+)
+
+
+def data_lines(response: httpx.Response) -> Iterator[str]:
+    for line in response.iter_lines():
+        if line:
+            assert line.startswith("data: "), line
+            yield line.removeprefix("data: ")
+
+
+def generate(http: httpx.Client, **body) -> dict:  # noqa: ANN003
+    r = http.post("/generate", json=body)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def metric_value(text: str, name: str, suffix: str = "") -> float:
+    pattern = rf'^{re.escape(name + suffix)}\{{model_name="{MODEL}"\}} (\S+)$'
+    match = re.search(pattern, text, re.MULTILINE)
+    assert match, f"{name}{suffix} is missing from /metrics"
+    return float(match.group(1))
