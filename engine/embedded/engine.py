@@ -62,11 +62,12 @@ class EmbeddedEngine:
         self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=self._dtype)
         self.model.eval()
         self.context_length = int(getattr(self.model.config, "max_position_embeddings", 2048))
+        self._eos = frozenset(self._eos_ids())
         self._grammar = None  # compiled lazily, on the first request with a JSON schema
         self._scheduler = Scheduler(
             self.model,
             self._decode,
-            frozenset(self._eos_ids()),
+            self._eos,
             self.context_length,
             kv_budget_tokens,
             max_running,
@@ -161,7 +162,7 @@ class EmbeddedEngine:
             self._grammar = GrammarCompiler(
                 self.tokenizer,
                 int(self.model.config.vocab_size),
-                stop_token_ids=sorted(self._eos_ids()),
+                stop_token_ids=sorted(self._eos),
             )
         return JsonConstraint(self._grammar.compile_json_schema(schema))
 
