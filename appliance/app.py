@@ -17,8 +17,10 @@ from appliance.db.session import Database
 from appliance.services.chat import ChatService
 from appliance.services.ingest import IngestService
 from appliance.services.knowledge import KnowledgeBase
+from appliance.services.settings import ChatSettings, SettingsService
 from engine.base import Engine
 from rag.embeddings import Embedder
+from rag.ordering import ContextOrdering, default_ordering
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,8 @@ class Appliance:
     engine: Engine
     knowledge: KnowledgeBase
     ingest: IngestService
+    settings: SettingsService
+    ordering: ContextOrdering
     chat: ChatService
     first_admin_password: str | None = None
 
@@ -114,10 +118,28 @@ def build_appliance(
     if config.bootstrap.ingest_sample_corpus and ingest.document_count() == 0:
         results = ingest.ingest_folder(SAMPLE_CORPUS)
         log.info("sample corpus: %d documents indexed", sum(r.status == "indexed" for r in results))
-    chat = ChatService(
-        db, knowledge, engine, config.chat, config.rag.top_k, config.engine.max_new_tokens
+    ordering = default_ordering()
+    if config.rag.ordering not in ordering.names():
+        raise ConfigError(
+            f"config error: rag.ordering: {config.rag.ordering!r} is not available here; "
+            f"choose one of {', '.join(ordering.names())}"
+        )
+    settings = SettingsService(
+        db,
+        ChatSettings(
+            system_prompt=config.chat.system_prompt,
+            top_k=config.rag.top_k,
+            ordering=config.rag.ordering,
+            temperature=config.chat.temperature,
+            max_new_tokens=config.engine.max_new_tokens,
+        ),
+        strategies=ordering.names(),
+        max_new_tokens_cap=8192,
     )
-    return Appliance(config, db, auth, engine, knowledge, ingest, chat, password)
+    chat = ChatService(db, knowledge, engine, config.chat, settings, ordering)
+    return Appliance(
+        config, db, auth, engine, knowledge, ingest, settings, ordering, chat, password
+    )
 
 
 def build_web_app(appliance: Appliance) -> FastAPI:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import importlib
 import logging
 import sys
 from pathlib import Path
@@ -134,22 +135,22 @@ def cmd_engine_server(args: argparse.Namespace) -> int:
     return 0
 
 
+# Benchmark suites: suite name -> (module, help). The module exposes
+# ``main(argv, config) -> int`` and parses its own options from ``argv`` (so its heavy imports
+# happen only when that suite runs).
+BENCH_SUITES: dict[str, tuple[str, str]] = {
+    "engine": ("appliance.bench.engine_bench", "TTFT, batching and memory of the CPU engine"),
+    "index": ("appliance.bench.index_bench", "retrieval latency, recall and ingest speed"),
+}
+
+# Command groups that live in modules of their own; each exposes ``register(sub)``, which adds
+# its sub-parsers (with ``func`` set) to the ``appliance`` command.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
-    if args.suite == "index":
-        from appliance.bench.index_bench import run_index_bench
-
-        print(run_index_bench(quick=args.quick))
-        return 0
-    if args.suite != "engine":
-        print(f"appliance bench {args.suite}: not yet implemented")
-        return 2
-    from appliance.bench.engine_bench import run_engine_bench
-    from engine.embedded.model_store import resolve_model_dir
-
-    config = _config(args)
-    model_dir = resolve_model_dir(config.engine.model_path, config.paths.models_dir)
-    print(run_engine_bench(model_dir, config.engine.kv_budget_tokens, quick=args.quick))
-    return 0
+    module = importlib.import_module(BENCH_SUITES[args.suite][0])
+    return module.main(list(args.options), _config(args))
 
 
 def cmd_gateway(args: argparse.Namespace) -> int:
@@ -194,10 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--served-model-name", help="default: the model directory's name")
     p.set_defaults(func=cmd_engine_server)
 
-    p = sub.add_parser("bench", help="benchmarks that print tables (engine, index; others not yet)")
-    p.add_argument("suite", choices=["engine", "index", "ordering", "load"])
-    p.add_argument("--quick", action="store_true", help="a small, fast run (smoke test)")
-    p.set_defaults(func=cmd_bench)
+    p = sub.add_parser("bench", help="benchmarks that print tables")
+    suites = p.add_subparsers(dest="suite", required=True, metavar="SUITE")
+    for name, (_module, help_text) in BENCH_SUITES.items():
+        # the suite parses its own options (``appliance bench SUITE --help`` shows them)
+        q = suites.add_parser(name, help=help_text, add_help=False)
+        q.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("doctor", help="check the installation and say what to fix")
     p.set_defaults(func=cmd_doctor)
@@ -215,12 +218,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--password", help="default: prompt for it")
     p.add_argument("--collections", help="with grant: comma-separated collection names")
     p.set_defaults(func=cmd_users)
+
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "bench":
+        args.options = extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -80,6 +80,8 @@ class RagConfig(_Section):
     chunk_overlap_tokens: int = Field(32, ge=0)
     top_k: int = Field(4, ge=1, le=32)
     max_upload_mb: int = Field(50, ge=1)
+    # how retrieved chunks are laid out for prefix-cache reuse; admins can switch it at run time
+    ordering: Literal["relevance", "doc_id", "prefix", "contextpilot"] = "relevance"
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> RagConfig:

@@ -9,6 +9,7 @@ request-specific (date, user name, scores) is rendered before the documents.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,24 +40,37 @@ def render_chunk(number: int, chunk: RetrievedChunk) -> str:
     )
 
 
-def number_chunks(
-    retrieved: Sequence[RetrievedChunk], known: dict[int, int]
-) -> tuple[list[tuple[int, RetrievedChunk]], list[Citation]]:
-    """Give each retrieved chunk its number in the conversation.
+def segment_key(role: str, text: str) -> str:
+    """A stable key for one rendered message (the ordering's cache shadow follows these)."""
+    return f"{role}:{hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}"
 
-    ``known`` maps chunk ids already shown in this conversation to their numbers. Returns the
-    chunks that are new (to render in this turn) and citations for every retrieved chunk,
-    in retrieval order.
+
+def number_chunks(
+    ordered: Sequence[RetrievedChunk],
+    known: dict[int, int],
+    relevance: Sequence[RetrievedChunk] | None = None,
+) -> tuple[list[tuple[int, RetrievedChunk]], list[Citation]]:
+    """Give each chunk its number in the conversation.
+
+    ``ordered`` is the chunks in prompt order; ``known`` maps chunk ids already shown in this
+    conversation to their numbers. ``relevance`` is every retrieved chunk, most relevant first
+    (default: ``ordered``). Returns the chunks new to the conversation with their numbers, in
+    prompt order (to render in this turn), and a citation for every retrieved chunk, in
+    relevance order.
     """
     next_number = max(known.values(), default=0) + 1
     new: list[tuple[int, RetrievedChunk]] = []
-    citations: list[Citation] = []
-    for chunk in retrieved:
-        number = known.get(chunk.chunk_id)
-        if number is None:
-            number = next_number
+    numbers = dict(known)
+    for chunk in ordered:
+        if chunk.chunk_id not in numbers:
+            numbers[chunk.chunk_id] = next_number
             next_number += 1
-            new.append((number, chunk))
+            new.append((next_number - 1, chunk))
+    citations: list[Citation] = []
+    for chunk in relevance if relevance is not None else ordered:
+        number = numbers.get(chunk.chunk_id)
+        if number is None:  # retrieved but neither new nor known: cannot be cited
+            continue
         citations.append(
             Citation(
                 number=number,

@@ -150,8 +150,8 @@ def test_busy_engine_gives_a_clear_error_and_stores_nothing(appliance, staff) ->
         appliance.knowledge,
         _BusyEngine(appliance.engine),
         appliance.config.chat,
-        4,
-        8,
+        appliance.settings,
+        appliance.ordering,
     )
     before = _count_messages(appliance)
     with pytest.raises(ChatError) as err:
@@ -166,8 +166,8 @@ def test_engine_dying_mid_answer_reports_it_and_stores_no_half_turn(appliance, s
         appliance.knowledge,
         _DyingEngine(appliance.engine),
         appliance.config.chat,
-        4,
-        8,
+        appliance.settings,
+        appliance.ordering,
     )
     before = _count_messages(appliance)
     events = list(chat.ask(staff, "Where is the helpdesk?"))

@@ -48,9 +48,9 @@ def test_default_secret_is_refused_in_production() -> None:
     assert out.returncode == 2 and "secret_key" in out.stderr
 
 
-def test_unbuilt_benchmarks_say_not_yet() -> None:
-    out = appliance("bench", "ordering")
-    assert out.returncode == 2 and "not yet" in out.stdout
+def test_unknown_benchmark_is_refused_with_the_list() -> None:
+    out = appliance("bench", "turbo")
+    assert out.returncode == 2 and "engine" in out.stderr and "index" in out.stderr
 
 
 def test_engine_benchmark_prints_its_table(model_dir: Path) -> None:

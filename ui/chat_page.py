@@ -17,6 +17,7 @@ from appliance.services.chat import (
     RetrievalEvent,
 )
 from ui.format import citations_markdown, panel_markdown, stats_row
+from ui.session import require_principal
 
 CSS = """
 .citation summary { cursor: pointer; }
@@ -34,10 +35,7 @@ def theme() -> gr.themes.Base:
 
 def build_chat_page(chat: ChatService, auth: AuthService) -> gr.Blocks:
     def who(request: gr.Request):  # noqa: ANN202
-        principal = auth.principal_for(request.username or "")
-        if principal is None:
-            raise gr.Error("Your session has ended. Please log in again.")
-        return principal
+        return require_principal(request, auth)
 
     def load(request: gr.Request):  # noqa: ANN202
         principal = who(request)

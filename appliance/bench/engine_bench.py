@@ -10,6 +10,7 @@ Measures, in one run on this machine:
 
 from __future__ import annotations
 
+import argparse
 import resource
 import threading
 import time
@@ -18,8 +19,10 @@ from pathlib import Path
 import torch
 
 from appliance.bench.table import render
+from appliance.config import AppConfig
 from engine.base import Finished, GenerateRequest, SamplingParams
 from engine.embedded.engine import EmbeddedEngine
+from engine.embedded.model_store import resolve_model_dir
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
 
@@ -147,3 +150,13 @@ def run_engine_bench(model_dir: Path, kv_budget_tokens: int = 32768, quick: bool
         f"{stats['cache_hit_rate']:.2f}"
     )
     return render(headers, rows) + "\n" + note
+
+
+def main(argv: list[str], config: AppConfig) -> int:
+    """``appliance bench engine [--quick]``."""
+    parser = argparse.ArgumentParser(prog="appliance bench engine")
+    parser.add_argument("--quick", action="store_true", help="a small, fast run (smoke test)")
+    args = parser.parse_args(argv)
+    model_dir = resolve_model_dir(config.engine.model_path, config.paths.models_dir)
+    print(run_engine_bench(model_dir, config.engine.kv_budget_tokens, quick=args.quick))
+    return 0

@@ -9,6 +9,7 @@ Real embedding and ingest throughput is measured separately on the shipped sampl
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ import numpy as np
 
 from appliance.bench.synthetic import make_corpus
 from appliance.bench.table import render
+from appliance.config import AppConfig
 from rag import ann
 from rag.bm25 import BM25Index
 from rag.hybrid import HybridRetriever
@@ -181,3 +183,12 @@ def run_index_bench(quick: bool = False) -> str:
         "Query timings run faiss with one OpenMP thread."
     )
     return table + "\n" + note
+
+
+def main(argv: list[str], config: AppConfig) -> int:
+    """``appliance bench index [--quick]``."""
+    parser = argparse.ArgumentParser(prog="appliance bench index")
+    parser.add_argument("--quick", action="store_true", help="1k and 5k chunks, no model")
+    args = parser.parse_args(argv)
+    print(run_index_bench(quick=args.quick))
+    return 0

@@ -19,6 +19,7 @@ from appliance.config import ChatConfig
 from appliance.db.models import Conversation, Message
 from appliance.db.session import Database
 from appliance.services.knowledge import KnowledgeBase
+from appliance.services.settings import ChatSettings, SettingsService
 from engine.base import (
     Engine,
     EngineError,
@@ -28,7 +29,8 @@ from engine.base import (
     SamplingParams,
     TextDelta,
 )
-from rag.prompt import Citation, build_messages, number_chunks, render_user_turn
+from rag.ordering import ContextOrdering
+from rag.prompt import Citation, build_messages, number_chunks, render_user_turn, segment_key
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,11 @@ class _Prepared:
     user_turn: str
     citations: list[Citation]
     retrieval_ms: float
+    settings: ChatSettings
+    # for the ordering's cache shadow: what precedes this turn's documents, and the chunk ids
+    # rendered in this turn, in prompt order
+    prefix: tuple[str, ...]
+    sent_chunk_ids: tuple[int, ...]
 
 
 class ChatService:
@@ -87,15 +94,16 @@ class ChatService:
         knowledge: KnowledgeBase,
         engine: Engine,
         chat: ChatConfig,
-        top_k: int,
-        max_new_tokens: int,
+        settings: SettingsService,
+        ordering: ContextOrdering,
     ) -> None:
         self.db = db
         self.knowledge = knowledge
         self.engine = engine
         self.cfg = chat
-        self.top_k = top_k
-        self.max_new_tokens = max_new_tokens
+        # read on every turn: admin changes apply to the next turn without a restart
+        self.settings = settings
+        self.ordering = ordering
 
     # ---- conversations --------------------------------------------------------------------
 
@@ -153,10 +161,10 @@ class ChatService:
                 f"the question is {len(question)} characters; the limit is "
                 f"{self.cfg.max_prompt_chars}",
             )
-        prepared = self._prepare(principal, question, conversation_id)
+        prepared = self._prepare(principal, question, conversation_id, self.settings.current())
         sampling = SamplingParams(
-            max_new_tokens=self.max_new_tokens,
-            temperature=self.cfg.temperature,
+            max_new_tokens=prepared.settings.max_new_tokens,
+            temperature=prepared.settings.temperature,
             top_p=self.cfg.top_p,
         )
         try:
@@ -167,40 +175,64 @@ class ChatService:
             raise ChatError(exc.kind, str(exc), getattr(exc, "retry_after_s", None)) from exc
         return self._run(principal, question, prepared, stream)
 
-    def _history(self, conv: Conversation) -> tuple[list[tuple[str, str]], dict[int, int]]:
-        history: list[tuple[str, str]] = []
-        known: dict[int, int] = {}
-        for m in conv.messages:
-            if m.role == "user":
-                history.append(("user", m.prompt_text or m.content))
-            else:
-                history.append(("assistant", m.content))
-                for c in m.citations or []:
-                    known.setdefault(c["chunk_id"], c["number"])
-        return history, known
+    @staticmethod
+    def _history(conv: Conversation) -> list[tuple[str, str, list[dict]]]:
+        """(role, text as it was in the prompt, citations) per stored message."""
+        return [
+            ("user", m.prompt_text or m.content, [])
+            if m.role == "user"
+            else ("assistant", m.content, m.citations or [])
+            for m in conv.messages
+        ]
 
     def _prepare(
-        self, principal: Principal, question: str, conversation_id: int | None
+        self,
+        principal: Principal,
+        question: str,
+        conversation_id: int | None,
+        settings: ChatSettings,
     ) -> _Prepared:
-        history: list[tuple[str, str]] = []
-        known: dict[int, int] = {}
+        stored: list[tuple[str, str, list[dict]]] = []
         if conversation_id is not None:
             with self.db.session() as s:
-                history, known = self._history(self._owned(s, principal, conversation_id))
+                stored = self._history(self._owned(s, principal, conversation_id))
         retrieved, retrieval_ms = self.knowledge.retrieve(
-            question, self.top_k, principal.allowed_collections
+            question, settings.top_k, principal.allowed_collections
         )
-        new_chunks, citations = number_chunks(retrieved, known)
-        user_turn = render_user_turn(question, new_chunks, citations)
         # keep the last N turns; drop the oldest whole turns if the prompt would not fit
-        history = history[-2 * self.cfg.history_turns :] if self.cfg.history_turns else []
-        limit = self.engine.info().context_length - self.max_new_tokens
+        stored = stored[-2 * self.cfg.history_turns :] if self.cfg.history_turns else []
+        limit = self.engine.info().context_length - settings.max_new_tokens
         while True:
-            messages = build_messages(self.cfg.system_prompt, history, user_turn)
-            if not history or self.engine.count_tokens(self.engine.render_chat(messages)) <= limit:
+            history = [(role, text) for role, text, _c in stored]
+            # chunks already rendered in the kept turns keep their numbers and are not repeated
+            known: dict[int, int] = {}
+            for _role, _text, cited in stored:
+                for c in cited:
+                    known.setdefault(c["chunk_id"], c["number"])
+            prefix = tuple(
+                segment_key(role, text)
+                for role, text in (("system", settings.system_prompt), *history)
+            )
+            # only chunks new to the conversation are rendered (append-only history); order
+            # them for prefix reuse, then number them in prompt order
+            fresh = [c for c in retrieved if c.chunk_id not in known]
+            ordered = self.ordering.order(settings.ordering, fresh, prefix)
+            new_chunks, citations = number_chunks(ordered, known, relevance=retrieved)
+            user_turn = render_user_turn(question, new_chunks, citations)
+            messages = build_messages(settings.system_prompt, history, user_turn)
+            if not stored or self.engine.count_tokens(self.engine.render_chat(messages)) <= limit:
                 break
-            history = history[2:]
-        return _Prepared(conversation_id, messages, user_turn, citations, retrieval_ms)
+            stored = stored[2:]
+        return _Prepared(
+            conversation_id,
+            messages,
+            user_turn,
+            citations,
+            retrieval_ms,
+            settings,
+            prefix,
+            tuple(c.chunk_id for _n, c in new_chunks),
+        )
 
     def _run(
         self,
@@ -226,6 +258,9 @@ class ChatService:
             if stats is None:
                 stream.close()  # the reader left or the engine failed: cancel generation
         answer = "".join(parts)
+        self.ordering.observe(
+            prepared.prefix, prepared.sent_chunk_ids, stats.prompt_tokens, stats.cached_tokens
+        )
         conv_id, msg_id = self._store(principal, question, prepared, answer, stats)
         yield DoneEvent(conv_id, msg_id, answer, stats, prepared.retrieval_ms)
 
@@ -266,6 +301,7 @@ class ChatService:
                 ttft_ms=stats.ttft_s * 1000,
                 e2e_ms=stats.e2e_s * 1000,
                 retrieval_ms=prepared.retrieval_ms,
+                ordering=prepared.settings.ordering,
             )
             s.add(reply)
             s.flush()
