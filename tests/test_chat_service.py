@@ -174,3 +174,21 @@ def test_engine_dying_mid_answer_reports_it_and_stores_no_half_turn(appliance, s
     assert isinstance(events[-1], ErrorEvent)
     assert "engine process exited" in events[-1].message
     assert _count_messages(appliance) == before
+
+
+def test_admin_settings_apply_to_the_next_turn(appliance, staff) -> None:  # noqa: ANN001
+    before = appliance.settings.current()
+    try:
+        appliance.settings.update("admin", {"top_k": 2, "ordering": "doc_id", "max_new_tokens": 4})
+        events = ask(appliance, staff, "Who approves travel expenses?")
+        done = events[-1]
+        assert isinstance(done, DoneEvent)
+        assert len(events[0].citations) == 2
+        assert done.stats.completion_tokens <= 4
+        [_, reply] = appliance.chat.get_messages(staff, done.conversation_id)
+        with appliance.db.session() as s:
+            assert s.get(Message, reply["id"]).ordering == "doc_id"
+    finally:
+        appliance.settings.update(
+            "admin", {k: getattr(before, k) for k in ("top_k", "ordering", "max_new_tokens")}
+        )

@@ -52,6 +52,16 @@ def test_number_chunks_reuses_known_and_numbers_new_after_known():
     assert known == {10: 1, 11: 2, 30: 3}  # not mutated
 
 
+def test_number_chunks_numbers_in_prompt_order_and_cites_in_relevance_order():
+    relevance = [chunk(11), chunk(12), chunk(23), chunk(5)]
+    ordered = [chunk(23), chunk(11), chunk(12)]  # the ordering's layout; 5 is already known
+    new, citations = number_chunks(ordered, {5: 1}, relevance=relevance)
+    # numbers follow the prompt, so [2] is the first new document the model reads
+    assert [(n, c.chunk_id) for n, c in new] == [(2, 23), (3, 11), (4, 12)]
+    # the citations (and the relevance hint built from them) keep the retriever's ranking
+    assert [(c.number, c.chunk_id) for c in citations] == [(3, 11), (4, 12), (2, 23), (1, 5)]
+
+
 def test_number_chunks_continues_after_highest_known_number():
     new, citations = number_chunks([chunk(1), chunk(2)], {99: 7, 98: 2})
     assert [n for n, _ in new] == [8, 9]
