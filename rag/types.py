@@ -40,3 +40,4 @@ class RetrievedChunk:
     text: str
     source: str
     score: float
+    token_count: int = 0  # tokens of ``text`` (0: unknown); the ordering weighs cached paths

@@ -122,6 +122,7 @@ class KnowledgeBase:
                 text=c.text,
                 source=Path(d.source_path).name,
                 score=score,
+                token_count=c.token_count,
             )
             for cid, score in hits
             if cid in rows

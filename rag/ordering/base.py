@@ -8,11 +8,28 @@ rendered before this turn's documents (the system prompt, then each earlier mess
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
+from rag.ordering import contextpilot_adapter
+from rag.ordering.prefix import PrefixOrdering, chunk_weight
 from rag.types import RetrievedChunk
 
 Strategy = Callable[[Sequence[RetrievedChunk], Sequence[str]], list[RetrievedChunk]]
+
+
+class Observer(Protocol):
+    """Something that follows every request sent to the engine (e.g. a cache shadow)."""
+
+    def observe(
+        self,
+        prefix: Sequence[str],
+        chunk_ids: Sequence[int],
+        chunk_tokens: Sequence[int],
+        prompt_tokens: int,
+        cached_tokens: int,
+    ) -> None: ...
 
 
 class OrderingError(ValueError):
@@ -32,8 +49,16 @@ def doc_id_order(chunks: Sequence[RetrievedChunk], prefix: Sequence[str]) -> lis
 
 
 class ContextOrdering:
-    def __init__(self, strategies: Mapping[str, Strategy]) -> None:
+    """Named strategies plus the observers that follow what was sent, whichever strategy
+    ordered it (an A/B switch must not blind the cache shadow). Thread-safe."""
+
+    def __init__(
+        self, strategies: Mapping[str, Strategy], observers: Sequence[Observer] = ()
+    ) -> None:
         self._strategies = dict(strategies)
+        self._observers = list(observers)
+        self._weights: dict[int, int] = {}  # chunk id -> prompt tokens, learned from order()
+        self._lock = threading.Lock()
 
     def names(self) -> list[str]:
         """The strategies available in this process."""
@@ -48,7 +73,10 @@ class ContextOrdering:
             raise OrderingError(
                 f"unknown ordering strategy {strategy!r}; available: {', '.join(self.names())}"
             ) from None
-        return fn(chunks, prefix)
+        with self._lock:
+            for c in chunks:
+                self._weights[c.chunk_id] = chunk_weight(c)
+            return fn(chunks, prefix)
 
     def observe(
         self,
@@ -58,7 +86,21 @@ class ContextOrdering:
         cached_tokens: int,
     ) -> None:
         """What one finished request sent (chunk ids in prompt order) and what was cached."""
+        with self._lock:
+            tokens = [self._weights.get(i, 0) for i in chunk_ids]
+            for observer in self._observers:
+                observer.observe(prefix, chunk_ids, tokens, prompt_tokens, cached_tokens)
 
 
-def default_ordering() -> ContextOrdering:
-    return ContextOrdering({"relevance": relevance_order, "doc_id": doc_id_order})
+def default_ordering(kv_capacity_tokens: int = 32768) -> ContextOrdering:
+    """relevance, doc_id, prefix (ours, with a shadow of an engine cache of
+    ``kv_capacity_tokens``), and contextpilot where the package is installed."""
+    ours = PrefixOrdering(kv_capacity_tokens)
+    strategies: dict[str, Strategy] = {
+        "relevance": relevance_order,
+        "doc_id": doc_id_order,
+        "prefix": ours,
+    }
+    if contextpilot_adapter.available():
+        strategies["contextpilot"] = contextpilot_adapter.ContextPilotOrdering()
+    return ContextOrdering(strategies, observers=[ours])

@@ -1,0 +1,134 @@
+"""Replaying a workload through an ordering strategy, the way the chat service lays out turns.
+
+Each turn: prefix keys of the system prompt and the earlier messages; only chunks new to the
+conversation, ordered by the strategy; numbered, rendered and hinted by ``rag.prompt``; then
+sent to a backend, which answers with (prompt tokens, cached tokens, TTFT); the ordering
+observes the outcome. Backends: the token-level radix simulator, or the embedded engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from appliance.bench.ordering_radix import RadixLRU
+from appliance.bench.ordering_workload import Turn, Workload
+from rag.ordering import ContextOrdering
+from rag.prompt import build_messages, number_chunks, render_user_turn, segment_key
+
+Messages = tuple[tuple[str, str], ...]
+# (messages of the request, the answer to append) -> (prompt tokens, cached tokens, ttft seconds)
+Backend = Callable[[Messages, str], tuple[int, int, float]]
+
+
+@dataclass
+class Outcome:
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    ttfts: list[float] = field(default_factory=list)
+    requests: int = 0
+    # prefill of first turns: the only documents that can be shared across conversations
+    first_turn_prefill: int = 0
+
+    @property
+    def prefill_tokens(self) -> int:
+        return self.prompt_tokens - self.cached_tokens
+
+    @property
+    def hit_ratio(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+@dataclass
+class _Conversation:
+    history: list[tuple[str, str]] = field(default_factory=list)
+    known: dict[int, int] = field(default_factory=dict)
+
+
+class Replayer:
+    """One strategy's side of a replay: its conversations so far, and the outcome."""
+
+    def __init__(
+        self, workload: Workload, ordering: ContextOrdering, strategy: str, backend: Backend
+    ) -> None:
+        self.system = workload.system_prompt
+        self.ordering, self.strategy, self.backend = ordering, strategy, backend
+        self.conversations: dict[int, _Conversation] = {}
+        self.outcome = Outcome()
+
+    def play(self, turn: Turn) -> None:
+        conv = self.conversations.setdefault(turn.session, _Conversation())
+        prefix = tuple(segment_key(r, t) for r, t in (("system", self.system), *conv.history))
+        fresh = [c for c in turn.retrieved if c.chunk_id not in conv.known]
+        ordered = self.ordering.order(self.strategy, fresh, prefix)
+        new, citations = number_chunks(ordered, conv.known, relevance=turn.retrieved)
+        user_turn = render_user_turn(turn.question, new, citations)
+        messages = build_messages(self.system, conv.history, user_turn)
+        prompt, cached, ttft = self.backend(messages, turn.answer)
+        self.ordering.observe(prefix, [c.chunk_id for _n, c in new], prompt, cached)
+        conv.history += [("user", user_turn), ("assistant", turn.answer)]
+        conv.known.update((c.chunk_id, c.number) for c in citations)
+        out = self.outcome
+        out.prompt_tokens += prompt
+        out.cached_tokens += cached
+        out.ttfts.append(ttft)
+        out.requests += 1
+        if turn.turn == 0:
+            out.first_turn_prefill += prompt - cached
+
+
+def replay(
+    workload: Workload,
+    turns: Sequence[Turn],
+    ordering: ContextOrdering,
+    strategy: str,
+    backend: Backend,
+) -> Outcome:
+    """Play ``turns`` in order through one strategy and backend."""
+    player = Replayer(workload, ordering, strategy, backend)
+    for turn in turns:
+        player.play(turn)
+    return player.outcome
+
+
+class PieceTokenizer:
+    """Token ids of a chat, built from memoised pieces (each message split at blank lines), so
+    equal text always gives equal ids and a long replay tokenises each piece once."""
+
+    def __init__(self, encode: Callable[[str], list[int]]) -> None:
+        self._encode = encode
+        self._memo: dict[str, tuple[int, ...]] = {}
+
+    def piece(self, text: str) -> tuple[int, ...]:
+        ids = self._memo.get(text)
+        if ids is None:
+            ids = self._memo[text] = tuple(self._encode(text))
+        return ids
+
+    def message(self, role: str, text: str) -> list[int]:
+        ids = list(self.piece(f"<|im_start|>{role}\n"))
+        for i, part in enumerate(text.split("\n\n")):
+            if i:
+                ids += self.piece("\n\n")
+            ids += self.piece(part)
+        ids += self.piece("<|im_end|>\n")
+        return ids
+
+    def chat(self, messages: Messages) -> list[int]:
+        ids: list[int] = []
+        for role, text in messages:
+            ids += self.message(role, text)
+        return ids + list(self.piece("<|im_start|>assistant\n"))
+
+
+def simulator_backend(cache: RadixLRU, tokens: PieceTokenizer) -> Backend:
+    """The radix simulator as a backend: match like the engine (all but the last prompt token),
+    then cache the prompt and the answer, as the engine does when a request finishes."""
+
+    def serve(messages: Messages, answer: str) -> tuple[int, int, float]:
+        ids = tokens.chat(messages)
+        cached = cache.match(ids[:-1])
+        cache.insert(ids + list(tokens.piece(answer)))
+        return len(ids), cached, 0.0
+
+    return serve
