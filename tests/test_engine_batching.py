@@ -7,10 +7,8 @@ import threading
 import time
 
 import pytest
-import torch
 
 from engine.base import Finished, GenerateRequest, SamplingParams, TextDelta
-from engine.embedded.batch import PaddedBatch
 
 PROMPTS = [
     "The capital of France is",
@@ -95,25 +93,6 @@ def test_a_request_leaving_early_does_not_disturb_the_others(fp32_engine) -> Non
     results = run_concurrently(fp32_engine, [long, short, short])
     assert results[0][0] == expected
     assert results[1][1].stats.completion_tokens == 3
-
-
-def test_padded_batch_rows_round_trip() -> None:
-    def kv(length: int, fill: float) -> list:
-        t = torch.full((1, 2, length, 4), fill)
-        return [(t, t + 100)]
-
-    batch = PaddedBatch()
-    batch.add(kv(3, 1.0))
-    batch.add(kv(5, 2.0))
-    batch.add(kv(2, 3.0))
-    assert batch.width == 5 and batch.lengths == [3, 5, 2]
-    mask, positions = batch.step_inputs()
-    assert mask.tolist()[0] == [0, 0, 1, 1, 1, 1] and positions.flatten().tolist() == [3, 5, 2]
-    assert torch.equal(batch.row(2)[0][0], kv(2, 3.0)[0][0])
-    batch.remove([1])  # the longest row leaves: padding columns no one needs are trimmed
-    assert batch.width == 3 and batch.lengths == [3, 2]
-    assert torch.equal(batch.row(0)[0][1], kv(3, 1.0)[0][1])
-    assert torch.equal(batch.row(1)[0][0], kv(2, 3.0)[0][0])
 
 
 def test_waiting_requests_with_the_longest_cached_prefix_go_first(model_dir) -> None:  # noqa: ANN001

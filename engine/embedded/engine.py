@@ -18,6 +18,8 @@ from engine.base import (
     PromptTooLong,
     StreamItem,
 )
+from engine.embedded.attention import install as install_pool_attention
+from engine.embedded.kv_pool import KVPool
 from engine.embedded.scheduler import Scheduler
 from engine.embedded.sequence import Job
 
@@ -64,6 +66,15 @@ class EmbeddedEngine:
         self.context_length = int(getattr(self.model.config, "max_position_embeddings", 2048))
         self._eos = frozenset(self._eos_ids())
         self._grammar = None  # compiled lazily, on the first request with a JSON schema
+        install_pool_attention(self.model)
+        cfg = self.model.config
+        pool = KVPool(
+            layers=cfg.num_hidden_layers,
+            slots=max_running,
+            kv_heads=cfg.num_key_value_heads,
+            head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
+            dtype=self._dtype,
+        )
         self._scheduler = Scheduler(
             self.model,
             self._decode,
@@ -72,6 +83,7 @@ class EmbeddedEngine:
             kv_budget_tokens,
             max_running,
             max_queue,
+            pool,
         )
         self._scheduler.thread.start()
 

@@ -1,12 +1,17 @@
 """The embedded engine's scheduler: continuous batching over one CPU model.
 
-One thread owns the model and the radix cache. Each loop turn it
+One thread owns the model, the KV pool and the radix cache. Each loop turn it
 1. admits waiting requests while fewer than ``max_running`` run, longest cached prefix first
-   (SGLang's ``lpm`` policy), restoring each one's cached prefix from the radix cache;
-2. runs one prefill chunk of the oldest admitted request still prefilling;
-3. runs one batched decode step over every request that is decoding.
-Interleaving 2 and 3 keeps running streams flowing while a long prompt is prefilled. A request
-that ends (stop, length, cancel) leaves the batch at once and its KV goes into the radix cache.
+   (SGLang's ``lpm`` policy), copying each one's cached prefix from the radix cache into a free
+   row of the KV pool (every shared token is reused: the radix cache's page is 1 token);
+2. runs one packed forward pass: one token for every decoding request plus up to
+   ``PREFILL_CHUNK`` prompt tokens of the oldest requests still prefilling (see attention.py).
+Packing keeps running streams flowing while long prompts are prefilled, and the decode tokens
+ride along the prefill's matrix multiplies. A request that ends (stop, length, cancel) leaves
+the batch at once and its KV goes into the radix cache.
+
+Invariant: ``decoding[i].slot == i`` (decoding rows are contiguous from 0) and
+``owners[s]`` is the request holding pool row ``s``.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from collections import deque
 import torch
 
 from engine.base import EngineBusy, EngineError, Finished, InvalidRequest
-from engine.embedded.batch import PaddedBatch
+from engine.embedded.attention import Segment, make_plan, run_step
+from engine.embedded.kv_pool import KVPool
 from engine.embedded.radix_cache import RadixKVCache, common_prefix_len, match_length
 from engine.embedded.sequence import Job, Sequence
 from engine.embedded.textstream import TextStream
@@ -49,6 +55,7 @@ class Scheduler:
         kv_budget_tokens: int,
         max_running: int,
         max_queue: int,
+        pool: KVPool,
     ) -> None:
         self.model = model
         self.decode = decode
@@ -61,8 +68,9 @@ class Scheduler:
         self.pending: deque[Job] = deque()
         self.jobs: dict[str, Job] = {}  # waiting and running, by request id
         self.active: list[Sequence] = []  # admitted: prefilling or decoding
-        self.batch = PaddedBatch()
-        self.decoding: list[Sequence] = []  # rows of ``batch``, in order
+        self.pool = pool
+        self.decoding: list[Sequence] = []  # pool rows 0 .. len - 1, in order
+        self.owners: list[Sequence | None] = [None] * max_running  # pool row -> request
         self.counters = dict.fromkeys(COUNTERS, 0.0)
         self.closed = False
         self.flush_requested = False
@@ -115,9 +123,9 @@ class Scheduler:
     def _loop(self) -> None:
         while self._wait_for_work():
             try:
-                self._admit()
-                self._prefill_step()
-                self._decode_step()
+                with torch.inference_mode():
+                    self._admit()
+                    self._step()
             except Exception as exc:  # fail the requests in flight, keep serving new ones
                 log.exception("engine step failed")
                 self._fail_all(EngineError(f"generation failed: {exc}"))
@@ -149,97 +157,120 @@ class Scheduler:
                 if shared > cached[id(job)] + DEFER_SHARED_TOKENS:
                     continue  # admitted once that prefix is cached
                 self.pending.remove(job)
-                seq = self._start(job)
+                try:
+                    seq = self._start(job)
+                except Exception as exc:
+                    self.jobs.pop(job.rid, None)
+                    job.out.put(EngineError(f"generation failed: {exc}"))
+                    raise
                 self.active.append(seq)
                 if seq.prefilling:
                     prefilling.append(job.ids)
 
     def _start(self, job: Job) -> Sequence:
-        from transformers import DynamicCache
-
         # keep at least one prompt token to run, so there are logits to sample from
         cached, kv = self.cache.match(job.ids[:-1])
         budget = min(job.sampling.max_new_tokens, self.context_length - len(job.ids))
-        return Sequence(
+        seq = Sequence(
             job=job,
             cached=cached,
             budget=budget,
             stream=TextStream(decode=self.decode, stops=job.sampling.stop),
             eos=self.eos,
             fed=list(job.ids[:cached]),
-            prefill_cache=DynamicCache(ddp_cache_data=kv or None, config=self.model.config),
         )
+        # decoding requests hold rows 0 .. len(decoding) - 1; prefilling ones take the top rows
+        seq.slot = max(i for i, owner in enumerate(self.owners) if owner is None)
+        self.pool.load(seq.slot, kv)
+        self.owners[seq.slot] = seq
+        return seq
 
-    @torch.inference_mode()
-    def _prefill_step(self) -> None:
-        seq = next((s for s in self.active if s.prefilling), None)
-        if seq is None:
-            return
-        if seq.job.cancelled.is_set():
+    def _step(self) -> None:
+        """One packed forward: a token for every decoding request, plus up to PREFILL_CHUNK
+        prompt tokens of the oldest requests still prefilling."""
+        for seq in [s for s in self.active if s.prefilling and s.job.cancelled.is_set()]:
             seq.finish = "abort"
-            self._finish(seq, [(layer.keys, layer.values) for layer in seq.prefill_cache.layers])
+            self._finish(seq)
+        segments: list[Segment] = []
+        owners: list[Sequence] = []
+        room = PREFILL_CHUNK
+        for seq in self.active:
+            if room <= 0:
+                break
+            if seq.prefilling:
+                start = len(seq.fed)
+                count = min(room, len(seq.job.ids) - start)
+                segments.append(Segment(seq.slot, start, count))
+                owners.append(seq)
+                room -= count
+        n = len(self.decoding)
+        if not segments and not n:
             return
-        start = len(seq.fed)
-        piece = seq.job.ids[start : start + PREFILL_CHUNK]
-        out = self.model(
-            input_ids=torch.tensor([piece]),
-            cache=seq.prefill_cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        seq.fed.extend(piece)
-        if seq.prefilling:
-            return
-        kv = [(layer.keys, layer.values) for layer in seq.prefill_cache.layers]
-        seq.prefill_cache = None
-        # the prompt's KV is shareable now, while this request is still decoding
-        self.cache.insert(seq.fed, kv)
-        seq.take(out.logits[0, -1])
-        if seq.finish:
-            self._finish(seq, kv)
-        else:
-            self.batch.add(kv)
-            self.decoding.append(seq)
-
-    @torch.inference_mode()
-    def _decode_step(self) -> None:
-        if not self.decoding:
-            return
-        from transformers import DynamicCache
-
-        mask, positions = self.batch.step_inputs()
-        cache = DynamicCache(ddp_cache_data=self.batch.layers, config=self.model.config)
-        tokens = torch.tensor([[s.pending] for s in self.decoding])
-        out = self.model(
-            input_ids=tokens,
-            attention_mask=mask,
-            position_ids=positions,
-            cache=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        self.batch.advanced([(layer.keys, layer.values) for layer in cache.layers])
-        done: list[int] = []
+        tokens = [s.pending for s in self.decoding]
+        keep = list(range(n))
+        for seg, seq in zip(segments, owners, strict=True):
+            tokens += seq.job.ids[seg.start : seg.start + seg.count]
+            keep.append(len(tokens) - 1)
+        logits = run_step(self.model, tokens, make_plan(self.pool, n, segments), keep)
+        done: list[Sequence] = []
         for row, seq in enumerate(self.decoding):
             seq.fed.append(seq.pending)
             seq.pending = None
             if seq.job.cancelled.is_set():
                 seq.finish = "abort"
             else:
-                seq.take(out.logits[row, -1])
+                seq.take(logits[row])
             if seq.finish:
-                done.append(row)
-        for row in done:
-            seq = self.decoding[row]
-            self._finish(seq, [(k.clone(), v.clone()) for k, v in self.batch.row(row)])
-        if done:
-            self.batch.remove(done)
-            self.decoding = [s for i, s in enumerate(self.decoding) if i not in set(done)]
+                done.append(seq)
+        for seq in done:
+            self._finish(seq)
+        for i, (seg, seq) in enumerate(zip(segments, owners, strict=True)):
+            seq.fed.extend(seq.job.ids[seg.start : seg.start + seg.count])
+            if seq.prefilling:
+                continue
+            # the prompt's KV is shareable now, while this request is still decoding
+            self.cache.insert(seq.fed, self.pool.row(seq.slot))
+            seq.take(logits[n + i])
+            if seq.finish:
+                self._finish(seq)
+            else:
+                self._join_decoding(seq)
 
-    def _finish(self, seq: Sequence, kv: list) -> None:
+    def _join_decoding(self, seq: Sequence) -> None:
+        """Move ``seq`` into row ``len(decoding)`` (decoding rows stay contiguous)."""
+        row = len(self.decoding)
+        other = self.owners[row]
+        if other is not seq:
+            if other is None:
+                self.pool.move(seq.slot, row)
+            else:  # another request still prefilling there: trade rows
+                self.pool.swap(seq.slot, row)
+                other.slot = seq.slot
+            self.owners[seq.slot] = other
+            self.owners[row] = seq
+            seq.slot = row
+        self.decoding.append(seq)
+
+    def _release(self, seq: Sequence) -> None:
+        """Free ``seq``'s row; the last decoding row moves into a gap it leaves."""
+        row = seq.slot
+        self.owners[row] = None
+        if row < len(self.decoding) and self.decoding[row] is seq:
+            last = len(self.decoding) - 1
+            if row != last:
+                tail = self.decoding[last]
+                self.pool.move(last, row)
+                tail.slot = row
+                self.decoding[row] = tail
+                self.owners[row] = tail
+                self.owners[last] = None
+            self.decoding.pop()
+
+    def _finish(self, seq: Sequence) -> None:
         """Hand the request its last items, and its KV to the radix cache."""
         if seq.fed:
-            self.cache.insert(seq.fed, kv)
+            self.cache.insert(seq.fed, self.pool.row(seq.slot, len(seq.fed)))
+        self._release(seq)
         seq.flush_text()
         stats = seq.stats()
         with self.cv:
@@ -261,7 +292,7 @@ class Scheduler:
                 self.pending.clear()
             self.active.clear()
             self.decoding.clear()
-            self.batch = PaddedBatch()
+            self.owners = [None] * self.max_running
             for job in victims:
                 self.jobs.pop(job.rid, None)
                 job.out.put(error)

@@ -40,7 +40,7 @@ class Sequence:
     stream: TextStream
     eos: frozenset[int]
     fed: list[int] = field(default_factory=list)
-    prefill_cache: Any = None  # a DynamicCache while the prompt is being prefilled
+    slot: int = -1  # this request's row in the scheduler's KV pool
     pending: int | None = None
     completion: int = 0
     finish: FinishReason | None = None

@@ -1,0 +1,111 @@
+"""The embedded engine's fast paths: the slot KV pool, and the portable path on a CPU without
+AVX-512 (forced with ``ATEN_CPU_CAPABILITY=avx2`` in a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from engine.embedded.kv_pool import GROW, KVPool
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _kv(length: int, fill: float) -> list:
+    t = torch.full((1, 2, length, 4), fill)
+    return [(t, t + 100), (t + 1, t + 101)]
+
+
+def test_kv_pool_rows_load_move_swap_and_grow() -> None:
+    pool = KVPool(layers=2, slots=3, kv_heads=2, head_dim=4, dtype=torch.float32)
+    pool.load(0, _kv(3, 1.0))
+    pool.load(2, _kv(5, 2.0))
+    assert pool.lengths == [3, 0, 5] and pool.capacity == GROW
+    assert torch.equal(pool.row(2)[1][1], _kv(5, 2.0)[1][1])
+    pool.swap(0, 2)
+    assert pool.lengths == [5, 0, 3]
+    assert torch.equal(pool.row(0)[0][0], _kv(5, 2.0)[0][0])
+    assert torch.equal(pool.row(2)[0][1], _kv(3, 1.0)[0][1])
+    pool.move(2, 1)
+    assert pool.lengths[1] == 3 and torch.equal(pool.row(1)[1][0], _kv(3, 1.0)[1][0])
+    pool.ensure(GROW + 1)  # growing keeps every row
+    assert pool.capacity == 2 * GROW
+    assert torch.equal(pool.row(0)[1][1], _kv(5, 2.0)[1][1])
+    assert torch.equal(pool.row(1)[0][0], _kv(3, 1.0)[0][0])
+    # positions past a row's length are zeros (finite), so masked attention stays exact
+    assert torch.count_nonzero(pool.keys[0][1, :, 3:]) == 0
+
+
+_PORTABLE = """
+import json, sys, torch
+from engine.base import Finished, GenerateRequest, SamplingParams, TextDelta
+from engine.embedded.engine import EmbeddedEngine
+eng = EmbeddedEngine(sys.argv[1], dtype="auto", max_running=2)
+def run(prompt):
+    text, final = "", None
+    for item in eng.generate(GenerateRequest(prompt=prompt, sampling=SamplingParams(8))):
+        if isinstance(item, TextDelta):
+            text += item.text
+        else:
+            final = item
+    return text, final.stats
+shared = "Policy handbook: VPN access needs a hardware token and a PIN. " * 4
+a, sa = run(shared + "Question one?")
+b, sb = run(shared + "Question one?")
+c, sc = run(shared + "Another question?")
+eng.close()
+print(json.dumps({
+    "capability": torch.backends.cpu.get_cpu_capability(),
+    "dtype": eng.info().dtype,
+    "same": a == b,
+    "cached": [sa.cached_tokens, sb.cached_tokens, sc.cached_tokens],
+    "prompt": [sa.prompt_tokens, sb.prompt_tokens, sc.prompt_tokens],
+    "shared": len(eng.encode(shared)),
+    "completion": sa.completion_tokens,
+}))
+"""
+
+
+def test_portable_path_without_avx512(model_dir) -> None:  # noqa: ANN001
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _PORTABLE, str(model_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["capability"] == "AVX2"
+    assert out["dtype"] == "float32"  # "auto" picks float32 without AVX-512
+    assert out["completion"] > 0
+    # the second run reuses every prompt token but the last, and answers the same
+    assert out["same"] is True
+    assert out["cached"][0] == 0 and out["cached"][1] == out["prompt"][1] - 1
+    # the third shares the prefix: at least its tokens are reused, token-exact
+    assert out["shared"] - 1 <= out["cached"][2] < out["prompt"][2]
+
+
+def test_peer_workload_over_http_reports_exact_reuse(base: str, model_dir) -> None:  # noqa: ANN001
+    """The side-by-side benchmark's client, against the real engine server: every token the
+    warm prompt shares with the cold one is reused (page size 1, not whole blocks)."""
+    from appliance.bench.peer_bench import build_workload
+    from appliance.bench.peer_workload import run_workload
+
+    work = build_workload(model_dir, quick=True)
+    shared = next(i for i, (a, b) in enumerate(zip(work.cold, work.warm, strict=True)) if a != b)
+    result = run_workload(base, work)
+    assert result.cold.cached_tokens == 0 and result.cold.prompt_tokens == len(work.cold)
+    assert result.warm.cached_tokens == shared
+    assert result.distinct.generated == len(work.distinct) * work.new_tokens
+    assert result.distinct.cached == 0
+    # the shared-prefix phase: after the first request, the others reuse the whole prefix
+    per_request = sorted(s.cached_tokens for s in result.shared.served)
+    assert per_request[-1] >= shared
