@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import func, select
 
 from appliance.config import AppConfig
+from appliance.doctor_runtime import (
+    Check,
+    app_check,
+    engine_check,
+    gpu_check,
+    index_check,
+)
 
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
+__all__ = ["CHECKS", "Check", "run_checks"]
 
 
 def _database(config: AppConfig) -> Check:
@@ -83,13 +84,26 @@ def _disk(config: AppConfig) -> Check:
     return Check("disk", ok, f"{free_gb:.1f} GB free" + ("" if ok else ": free at least 2 GB"))
 
 
-CHECKS: tuple[Callable[[AppConfig], Check], ...] = (_database, _model, _embeddings, _disk)
+CHECKS: tuple[Callable[[AppConfig], Check], ...] = (
+    _database,
+    _model,
+    _embeddings,
+    _disk,
+    index_check,
+    gpu_check,
+    engine_check,
+    app_check,
+)
 
 
-def run_checks(config: AppConfig) -> int:
+def run_checks(config: AppConfig, checks: tuple[Callable[[AppConfig], Check], ...] = CHECKS) -> int:
+    """Run the checks in order, print one line each; 1 when any failed, else 0."""
     failed = 0
-    for check in CHECKS:
+    for check in checks:
         result = check(config)
         failed += not result.ok
-        print(f"[{'ok' if result.ok else 'FAIL'}] {result.name}: {result.detail}")
+        mark = "FAIL" if not result.ok else "warn" if result.warn else "ok"
+        print(f"[{mark}] {result.name}: {result.detail}", flush=True)
+    if failed:
+        print(f"{failed} check(s) failed: fix the [FAIL] lines above, then rerun appliance doctor")
     return 1 if failed else 0

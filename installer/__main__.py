@@ -1,0 +1,5 @@
+import sys
+
+from installer.main import main
+
+sys.exit(main())

@@ -1,0 +1,120 @@
+"""The appliance's systemd units (pure): engine, app, and the gateway on multi-node sites.
+
+All go through ``engine.sglang.units.render_unit``, so every unit has ``Restart=on-failure``; the
+engine comes back within ``RestartSec`` after a crash and the app, a client of it, stays up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.sglang.gateway import gateway_for
+from engine.sglang.gpu_info import GpuInfo
+from engine.sglang.model_shape import load_shape
+from engine.sglang.tuning import LaunchPlan, SiteNeeds, tune
+from engine.sglang.units import SERVER_ENV, UnitSpec, render_unit
+from installer.layout import UNIT_NAMES, Layout
+from installer.profiles import GATEWAY_PORT, Options
+
+APP_ENV = {**SERVER_ENV, "GRADIO_ANALYTICS_ENABLED": "False"}
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The unit texts by role, and the tuned SGLang plan where there is one."""
+
+    units: dict[str, str]
+    plan: LaunchPlan | None = None
+
+
+def _cli(layout: Layout, *args: str) -> tuple[str, ...]:
+    return (str(layout.appliance_bin), "--config", str(layout.config_file), *args)
+
+
+def gpu_plan(
+    gpus: tuple[GpuInfo, ...], model_dir: Path, opts: Options, layout: Layout, host_ram_gb: float
+) -> LaunchPlan:
+    """The tuned SGLang launch for this box and model (see ``engine.sglang.tuning``)."""
+    shape = load_shape(model_dir)
+    site = SiteNeeds(opts.context_length, opts.concurrency, host_ram_gb)
+    return tune(
+        list(gpus),
+        shape,
+        site,
+        model_path=str(model_dir),
+        port=opts.engine_port,
+        python=str(layout.python),
+    )
+
+
+def render_units(
+    profile: str,
+    layout: Layout,
+    opts: Options,
+    user: str,
+    gpus: tuple[GpuInfo, ...] = (),
+    host_ram_gb: float = 0.0,
+) -> Rendered:
+    """Every unit this profile needs, by role (``engine``, ``app``, ``gateway``)."""
+    wd = str(layout.data_dir)
+    units: dict[str, str] = {}
+    plan = None
+    if profile == "cpu":
+        argv = _cli(layout, "engine-server", "--host", "127.0.0.1", "--port", str(opts.engine_port))
+        env = {**APP_ENV, "APPLIANCE_ENGINE__BACKEND": "embedded"}
+        units["engine"] = render_unit(
+            UnitSpec(
+                "RAG appliance engine (embedded CPU engine, SGLang API)",
+                argv,
+                user,
+                wd,
+                env,
+                restart_sec=2,
+                timeout_start_sec=600,
+                timeout_stop_sec=30,
+            )
+        )
+    elif gpus:
+        if opts.model_dir is None:
+            raise ValueError("GPU profiles need the model directory (--model-dir DIR)")
+        plan = gpu_plan(gpus, opts.model_dir, opts, layout, host_ram_gb)
+        units["engine"] = render_unit(
+            UnitSpec(
+                f"RAG appliance engine (SGLang, {plan.served_model_name}, tp={plan.tp})",
+                plan.argv,
+                user,
+                wd,
+                dict(SERVER_ENV),
+                restart_sec=10,
+                timeout_start_sec=1800,
+            )
+        )
+    if profile == "multi-node":
+        gateway = gateway_for(opts.workers, port=GATEWAY_PORT, python=str(layout.python))
+        units["gateway"] = render_unit(
+            UnitSpec(
+                "RAG appliance model gateway (smg, cache-aware routing)",
+                gateway.argv(),
+                user,
+                wd,
+                dict(SERVER_ENV),
+                restart_sec=5,
+                timeout_start_sec=120,
+            )
+        )
+    after = ["network-online.target", *(UNIT_NAMES[r] for r in ("engine", "gateway") if r in units)]
+    units["app"] = render_unit(
+        UnitSpec(
+            "RAG appliance web app (chat, API, admin)",
+            _cli(layout, "serve"),
+            user,
+            wd,
+            APP_ENV,
+            restart_sec=3,
+            timeout_start_sec=600,
+            timeout_stop_sec=30,
+            after=tuple(after),
+        )
+    )
+    return Rendered(units, plan)
