@@ -7,13 +7,14 @@ bad file never stops the rest of a batch: its error is reported per file.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import func, select
 
-from appliance.db.models import AuditEvent, Chunk, Document
+from appliance.db.models import AuditEvent, Chunk, Document, IngestionRun
 from appliance.db.session import Database
 from appliance.services.knowledge import KnowledgeBase, embedding_text
 from rag.chunking import TokenCounter, chunk_sections
@@ -27,6 +28,15 @@ class IngestResult:
     document_id: int | None = None
     chunks: int = 0
     error: str = ""
+
+
+# IngestResult.status -> IngestionRun.status
+RUN_STATUS = {
+    "indexed": "indexed",
+    "updated": "updated",
+    "duplicate": "unchanged",
+    "error": "failed",
+}
 
 
 def files_in(folder: Path) -> list[Path]:
@@ -56,6 +66,26 @@ class IngestService:
     def ingest_bytes(
         self, name: str, data: bytes, collection: str = "default", actor: str = "system"
     ) -> IngestResult:
+        """Ingest one file; every attempt is recorded as an ``IngestionRun`` row."""
+        started = time.perf_counter()
+        result = self._ingest_bytes(name, data, collection, actor)
+        with self.db.session() as s:
+            s.add(
+                IngestionRun(
+                    actor=actor[:64],
+                    filename=name[:300],
+                    collection=collection[:64],
+                    status=RUN_STATUS.get(result.status, result.status)[:16],
+                    document_id=result.document_id,
+                    chunks=result.chunks,
+                    size_bytes=len(data),
+                    duration_ms=(time.perf_counter() - started) * 1000,
+                    error=result.error or None,
+                )
+            )
+        return result
+
+    def _ingest_bytes(self, name: str, data: bytes, collection: str, actor: str) -> IngestResult:
         if len(data) > self.max_bytes:
             mb = self.max_bytes // (1024 * 1024)
             return IngestResult(name, "error", error=f"file is larger than the {mb} MB limit")

@@ -1,0 +1,156 @@
+"""Documents tab: multi-file upload with per-file progress, the document list with delete,
+re-index and move, collections, chunk search and the ingestion history."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import gradio as gr
+
+from appliance.auth import AuthService
+from appliance.services.admin import AdminConsole, AdminError, Upload
+from ui.admin.common import Loader, table
+from ui.session import require_admin
+
+DOC_COLUMNS = ("id", "collection", "name", "title", "chunks", "size_bytes", "added")
+PROGRESS_COLUMNS = ("file", "status", "chunks", "error")
+COLLECTION_COLUMNS = ("collection", "documents", "users")
+HIT_COLUMNS = ("score", "document", "section", "page", "chunk_id", "text")
+RUN_COLUMNS = ("at", "actor", "file", "collection", "status", "chunks", "size_bytes", "ms", "error")
+
+
+def build_documents_tab(console: AdminConsole, auth: AuthService) -> Loader:
+    docs = console.documents
+
+    def load(request: gr.Request):  # noqa: ANN202
+        require_admin(request, auth)
+        names = [c["collection"] for c in docs.collections()] or ["default"]
+        return (
+            table(docs.list_documents(), DOC_COLUMNS),
+            table(docs.collections(), COLLECTION_COLUMNS),
+            table(docs.ingestion_history(), RUN_COLUMNS),
+            gr.Dropdown(choices=names),
+        )
+
+    def upload(paths: list[str] | None, collection: str, request: gr.Request) -> Iterator:
+        who = require_admin(request, auth)
+        if not paths:
+            raise gr.Error("Choose one or more files first.")
+        rows = [{"file": Path(p).name, "status": "waiting"} for p in paths]
+        yield table(rows, PROGRESS_COLUMNS)
+        for i, path in enumerate(paths):
+            rows[i]["status"] = "indexing…"
+            yield table(rows, PROGRESS_COLUMNS)
+            try:
+                with open(path, "rb") as f:  # one byte past the limit: refused by name
+                    upload = Upload(Path(path).name, f.read(docs.ingest.max_bytes + 1))
+                [result] = docs.upload([upload], collection, who.username)
+            except AdminError as exc:
+                raise gr.Error(str(exc)) from exc
+            except OSError as exc:
+                rows[i].update(status="error", error=f"cannot read the upload: {exc.strerror}")
+                continue
+            rows[i].update(status=result.status, chunks=result.chunks, error=result.error)
+            yield table(rows, PROGRESS_COLUMNS)
+
+    def act(action: str, doc_id: float | None, target: str, request: gr.Request) -> str:
+        who = require_admin(request, auth)
+        if doc_id is None:
+            raise gr.Error("Give a document id from the table.")
+        try:
+            if action == "delete":
+                docs.delete(int(doc_id), who.username)
+                return f"Deleted document {int(doc_id)}."
+            if action == "reindex":
+                n = docs.reindex(int(doc_id), who.username)
+                return f"Re-indexed document {int(doc_id)} ({n} chunks)."
+            docs.move(int(doc_id), target, who.username)
+            return f"Moved document {int(doc_id)} to {target.strip()!r}."
+        except AdminError as exc:
+            raise gr.Error(str(exc)) from exc
+
+    def collection_act(action: str, old: str, new: str, request: gr.Request) -> str:
+        who = require_admin(request, auth)
+        try:
+            if action == "rename":
+                n = docs.rename_collection(old, new, who.username)
+                return f"Renamed {old.strip()!r} to {new.strip()!r} ({n} documents)."
+            n = docs.delete_collection(old, who.username)
+            return f"Deleted collection {old.strip()!r} ({n} documents)."
+        except AdminError as exc:
+            raise gr.Error(str(exc)) from exc
+
+    def search(query: str, collection: str, request: gr.Request):  # noqa: ANN202
+        require_admin(request, auth)
+        try:
+            return table(docs.search_chunks(query, 10, collection or None), HIT_COLUMNS)
+        except AdminError as exc:
+            raise gr.Error(str(exc)) from exc
+
+    with gr.Tab("Documents", id="documents"):
+        with gr.Row():
+            files = gr.File(label="Files", file_count="multiple", elem_id="upload-files")
+            with gr.Column():
+                collection = gr.Dropdown(
+                    ["default"],
+                    value="default",
+                    label="Collection",
+                    allow_custom_value=True,
+                    elem_id="upload-collection",
+                )
+                upload_btn = gr.Button("Upload and index", variant="primary", elem_id="upload")
+        progress = gr.Dataframe(
+            table([], PROGRESS_COLUMNS), label="Upload progress", elem_id="upload-progress"
+        )
+        documents = gr.Dataframe(table([], DOC_COLUMNS), label="Documents", elem_id="documents")
+        with gr.Row():
+            doc_id = gr.Number(label="Document id", precision=0)
+            target = gr.Textbox(label="Move to collection")
+            delete_btn = gr.Button("Delete", variant="stop")
+            reindex_btn = gr.Button("Re-index")
+            move_btn = gr.Button("Move")
+        doc_note = gr.Markdown()
+        with gr.Accordion("Collections", open=False):
+            collections = gr.Dataframe(table([], COLLECTION_COLUMNS), label="Collections")
+            with gr.Row():
+                old = gr.Textbox(label="Collection")
+                new = gr.Textbox(label="New name")
+                rename_btn = gr.Button("Rename")
+                drop_btn = gr.Button("Delete its documents", variant="stop")
+            coll_note = gr.Markdown()
+        with gr.Accordion("Search chunks", open=False):
+            with gr.Row():
+                query = gr.Textbox(label="Query", elem_id="chunk-query", scale=3)
+                in_coll = gr.Textbox(label="Collection (empty: all)")
+                search_btn = gr.Button("Search", elem_id="chunk-search")
+            hits = gr.Dataframe(table([], HIT_COLUMNS), label="Chunks", elem_id="chunk-hits")
+        runs = gr.Dataframe(table([], RUN_COLUMNS), label="Ingestion history", elem_id="runs")
+        refresh = gr.Button("Refresh", size="sm")
+
+    outputs = [documents, collections, runs, collection]
+    upload_btn.click(upload, [files, collection], progress).then(load, None, outputs)
+
+    def delete(doc: float | None, to: str, request: gr.Request) -> str:
+        return act("delete", doc, to, request)
+
+    def reindex(doc: float | None, to: str, request: gr.Request) -> str:
+        return act("reindex", doc, to, request)
+
+    def move(doc: float | None, to: str, request: gr.Request) -> str:
+        return act("move", doc, to, request)
+
+    def rename(name: str, new_name: str, request: gr.Request) -> str:
+        return collection_act("rename", name, new_name, request)
+
+    def drop(name: str, new_name: str, request: gr.Request) -> str:
+        return collection_act("delete", name, new_name, request)
+
+    for btn, fn in ((delete_btn, delete), (reindex_btn, reindex), (move_btn, move)):
+        btn.click(fn, [doc_id, target], doc_note).success(load, None, outputs)
+    for btn, fn in ((rename_btn, rename), (drop_btn, drop)):
+        btn.click(fn, [old, new], coll_note).success(load, None, outputs)
+    search_btn.click(search, [query, in_coll], hits)
+    query.submit(search, [query, in_coll], hits)
+    refresh.click(load, None, outputs)
+    return Loader(load, outputs)

@@ -1,0 +1,122 @@
+"""Engine tab: backend, model, profile, launch arguments and health; live charts of cache hit
+rate, TTFT p50/p95, throughput, queue depth and KV usage, refreshed by a timer; cache flush."""
+
+from __future__ import annotations
+
+import math
+
+import gradio as gr
+
+from appliance.auth import AuthService
+from appliance.services.admin import AdminConsole
+from engine.base import EngineError
+from ui.admin import charts
+from ui.admin.common import Loader
+from ui.session import require_admin
+
+REFRESH_S = 5.0
+
+
+def status_markdown(status: dict, sampler_error: str = "") -> str:
+    health = "healthy" if status.get("healthy") else "**unhealthy**"
+    lines = [
+        f"**{status.get('backend', '?')}** · model `{status.get('model', '?')}` · "
+        f"profile {status.get('profile', '?')} · context {status.get('context_length', '?')} · "
+        f"dtype {status.get('dtype', '?')} · {health}",
+    ]
+    if status.get("error"):
+        lines.append(f"\n⚠️ {status['error']}")
+    if sampler_error:
+        lines.append(f"\n⚠️ metrics: {sampler_error}")
+    lines += ["", "| launch argument | value |", "|---|---|"]
+    lines += [f"| `{k}` | {v} |" for k, v in status.get("launch", {}).items()]
+    return "\n".join(lines)
+
+
+def summary_markdown(turns: list[dict], samples: list) -> str:
+    if not turns and not samples:
+        return "_No data yet: ask a question in the chat._"
+    parts = []
+    if turns:
+        last = turns[-1]
+        p50, p95 = last["ttft_p50_ms"], last["ttft_p95_ms"]
+        if not math.isnan(p50):
+            parts.append(f"TTFT p50 **{p50:.0f} ms**, p95 **{p95:.0f} ms** (last 20 turns)")
+        parts.append(f"turn cache hit rate **{100 * last['turn_hit_rate']:.0f}%**")
+    if samples:
+        s = samples[-1]
+        parts.append(
+            f"engine hit rate **{100 * s.hit_rate:.0f}%** · {s.throughput_tps:.1f} tok/s · "
+            f"queue {s.queue:.0f} · KV {100 * s.kv_usage:.1f}%"
+        )
+    return " · ".join(parts)
+
+
+def build_engine_tab(console: AdminConsole, auth: AuthService) -> tuple[Loader, gr.Timer]:
+    sampler = console.sampler
+
+    def load(request: gr.Request):  # noqa: ANN202
+        require_admin(request, auth)
+        return status_markdown(console.engine.status(), sampler.last_error)
+
+    def refresh(request: gr.Request):  # noqa: ANN202
+        require_admin(request, auth)
+        samples, turns = sampler.samples(), sampler.turn_series()
+        return (
+            summary_markdown(turns, samples),
+            charts.hit_rate_frame(samples, turns),
+            charts.ttft_frame(turns),
+            charts.throughput_frame(samples),
+            charts.queue_frame(samples),
+            charts.kv_frame(samples),
+        )
+
+    def flush(request: gr.Request) -> str:
+        who = require_admin(request, auth)
+        try:
+            console.engine.flush_cache(who.username)
+        except EngineError as exc:
+            raise gr.Error(f"The engine refused: {exc}") from exc
+        return "Prefix cache flushed: the next prompts are computed from scratch."
+
+    def plot(title: str, y: str, key: str, y_format: str) -> gr.LinePlot:
+        return gr.LinePlot(
+            charts.frame([], key),
+            x="time",
+            y="value",
+            color="series",
+            color_map=charts.SERIES[key],
+            title=title,
+            y_title=y,
+            x_title="time (UTC)",
+            x_axis_format="%H:%M:%S",
+            y_axis_format=y_format,
+            height=240,
+            elem_id=f"chart-{key}",
+        )
+
+    with gr.Tab("Engine", id="engine"):
+        status = gr.Markdown(elem_id="engine-status")
+        with gr.Row():
+            flush_btn = gr.Button("Flush cache", variant="stop", size="sm", elem_id="flush")
+            refresh_btn = gr.Button("Refresh", size="sm")
+        note = gr.Markdown(elem_id="flush-note")
+        summary = gr.Markdown(elem_id="engine-summary")
+        with gr.Row():
+            hit = plot("Cache hit rate", "%", "hit", ".0f")
+            ttft = plot("TTFT", "ms", "ttft", ",.0f")
+        with gr.Row():
+            tput = plot("Throughput", "tokens/s", "throughput", ".1f")
+            queue = plot("Queue depth", "requests", "queue", "~g")
+            kv = plot("KV cache usage", "%", "kv", ".1f")
+        # inside the tab: a bare component directly under gr.Tabs breaks the tab bar
+        timer = gr.Timer(REFRESH_S, active=False)
+    chart_outputs = [summary, hit, ttft, tput, queue, kv]
+    timer.tick(refresh, None, chart_outputs, show_progress="hidden")
+
+    def load_all(request: gr.Request):  # noqa: ANN202
+        return load(request), *refresh(request)
+
+    refresh_btn.click(load_all, None, [status, *chart_outputs])
+    flush_btn.click(flush, None, note)
+    return Loader(load_all, [status, *chart_outputs]), timer
