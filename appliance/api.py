@@ -1,4 +1,5 @@
-"""The HTTP API (FastAPI): login, conversations and streamed chat turns.
+"""The HTTP API (FastAPI): login, conversations (list, read, rename, delete, regenerate),
+feedback, API keys, streamed chat turns, and the OpenAI-compatible ``/v1`` (``openai_rag``).
 
 (No ``from __future__ import annotations`` here: FastAPI must see the real dependency types.)
 
@@ -16,6 +17,7 @@ from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
+from appliance.api_keys import ApiKeyError
 from appliance.auth import AuthService, Principal
 from appliance.services.chat import (
     ChatError,
@@ -26,6 +28,7 @@ from appliance.services.chat import (
     ErrorEvent,
     RetrievalEvent,
 )
+from appliance.services.conversations import ConversationService
 from engine.base import Engine
 from engine.embedded.server.sse import ClosingStreamingResponse
 
@@ -36,6 +39,9 @@ _STATUS = {
     "not_found": 404,
     "busy": 503,
     "unavailable": 503,
+    "invalid": 400,
+    "invalid_request": 400,
+    "engine_error": 502,
 }
 
 
@@ -47,6 +53,23 @@ class LoginBody(BaseModel):
 class ChatBody(BaseModel):
     question: str
     conversation_id: int | None = None
+    stream: bool = True
+
+
+class RenameBody(BaseModel):
+    title: str
+
+
+class FeedbackBody(BaseModel):
+    rating: int
+    comment: str | None = None
+
+
+class KeyBody(BaseModel):
+    name: str
+
+
+class RegenerateBody(BaseModel):
     stream: bool = True
 
 
@@ -95,7 +118,20 @@ def _error(exc: ChatError) -> HTTPException:
     )
 
 
-def build_router(auth: AuthService, chat: ChatService, engine: Engine) -> APIRouter:
+def _turn_response(events: Iterator[ChatEvent], stream: bool) -> Response:
+    """A turn as SSE (``stream``), or as one JSON object once it has finished."""
+    if stream:
+        gone = threading.Event()
+        return ClosingStreamingResponse(_sse(events, gone), on_disconnect=gone.set)
+    payloads = [event_payload(e) for e in events]
+    answer = "".join(p["text"] for p in payloads if p["type"] == "delta")
+    result = {"answer": answer, "events": [p for p in payloads if p["type"] != "delta"]}
+    return JSONResponse(result, 200 if payloads[-1]["type"] == "done" else 502)
+
+
+def build_router(
+    auth: AuthService, chat: ChatService, engine: Engine, convs: ConversationService
+) -> APIRouter:
     router = APIRouter()
 
     def principal(authorization: Annotated[str | None, Header()] = None) -> Principal:
@@ -117,8 +153,16 @@ def build_router(auth: AuthService, chat: ChatService, engine: Engine) -> APIRou
 
     @router.post("/api/login")
     def login(body: LoginBody) -> dict:
+        locked = auth.locked_for(body.username)
         result = auth.login(body.username, body.password)
         if result is None:
+            wait = max(locked, auth.locked_for(body.username))
+            if wait > 0:
+                raise HTTPException(
+                    429,
+                    f"too many failed logins; try again in {wait:.0f} s",
+                    {"Retry-After": str(max(1, round(wait)))},
+                )
             raise HTTPException(401, "wrong username or password")
         token, who = result
         return {"token": token, "username": who.username, "role": who.role}
@@ -143,24 +187,83 @@ def build_router(auth: AuthService, chat: ChatService, engine: Engine) -> APIRou
         except ChatError as exc:
             raise _error(exc) from exc
 
+    @router.patch("/api/conversations/{conversation_id}")
+    def rename(conversation_id: int, body: RenameBody, user: User) -> dict:
+        try:
+            title = convs.rename(user, conversation_id, body.title)
+        except ChatError as exc:
+            raise _error(exc) from exc
+        return {"id": conversation_id, "title": title}
+
+    @router.delete("/api/conversations/{conversation_id}")
+    def delete(conversation_id: int, user: User) -> dict:
+        try:
+            convs.delete(user, conversation_id)
+        except ChatError as exc:
+            raise _error(exc) from exc
+        return {"ok": True}
+
+    @router.post("/api/conversations/{conversation_id}/regenerate", response_model=None)
+    def regenerate(
+        conversation_id: int, user: User, body: RegenerateBody | None = None
+    ) -> Response:
+        try:
+            events = convs.regenerate(user, conversation_id)
+        except ChatError as exc:
+            raise _error(exc) from exc
+        return _turn_response(events, body.stream if body else True)
+
+    @router.post("/api/messages/{message_id}/feedback")
+    def feedback(message_id: int, body: FeedbackBody, user: User) -> dict:
+        try:
+            convs.feedback(user, message_id, body.rating, body.comment)
+        except ChatError as exc:
+            raise _error(exc) from exc
+        return {"ok": True}
+
     @router.post("/api/chat", response_model=None)
     def ask(body: ChatBody, user: User) -> Response:
         try:
-            events = chat.ask(user, body.question, body.conversation_id)
+            events = convs.ask(user, body.question, body.conversation_id)
         except ChatError as exc:
             raise _error(exc) from exc
-        if body.stream:
-            gone = threading.Event()
-            return ClosingStreamingResponse(_sse(events, gone), on_disconnect=gone.set)
-        payloads = [event_payload(e) for e in events]
-        answer = "".join(p["text"] for p in payloads if p["type"] == "delta")
-        result = {"answer": answer, "events": [p for p in payloads if p["type"] != "delta"]}
-        return JSONResponse(result, 200 if payloads[-1]["type"] == "done" else 502)
+        return _turn_response(events, body.stream)
+
+    @router.get("/api/keys")
+    def keys(user: User) -> list[dict]:
+        return [asdict(k) for k in auth.api_keys.list(user)]
+
+    @router.post("/api/keys")
+    def create_key(body: KeyBody, user: User) -> dict:
+        try:
+            key, info = auth.api_keys.create(user, body.name)
+        except ApiKeyError as exc:
+            raise HTTPException(400, str(exc)) from exc
+        return {"key": key, **asdict(info)}
+
+    @router.delete("/api/keys/{key_id}")
+    def revoke_key(key_id: int, user: User) -> dict:
+        try:
+            auth.api_keys.revoke(user, key_id)
+        except ApiKeyError as exc:
+            raise HTTPException(404, str(exc)) from exc
+        return {"ok": True}
 
     return router
 
 
-def build_api(auth: AuthService, chat: ChatService, engine: Engine) -> FastAPI:
+def build_api(
+    auth: AuthService,
+    chat: ChatService,
+    engine: Engine,
+    conversations: ConversationService | None = None,
+) -> FastAPI:
+    """The API app: ``/api/*`` (bearer session tokens) and ``/v1/*`` (API keys)."""
+    from appliance.openai_rag import OpenAIError, build_openai_router, openai_error_handler
+
+    conversations = conversations or ConversationService(chat.db, chat)
     app = FastAPI(title="RAG appliance", docs_url=None, redoc_url=None)
-    app.include_router(build_router(auth, chat, engine))
+    app.include_router(build_router(auth, chat, engine, conversations))
+    app.include_router(build_openai_router(auth, conversations, engine))
+    app.add_exception_handler(OpenAIError, openai_error_handler)
     return app

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from appliance.auth import AuthService, generate_password
+from appliance.app_metrics import AppMetrics
+from appliance.auth import AuthService, LoginThrottle, generate_password
 from appliance.config import AppConfig, ConfigError
 from appliance.db.session import Database
 from appliance.services.chat import ChatService
@@ -99,7 +100,9 @@ def build_appliance(
 ) -> Appliance:
     """Start every part in order. ``engine`` and ``embedder`` let tests share loaded models."""
     db = open_database(config)
-    auth = AuthService(db, config.security.session_ttl_hours)
+    sec = config.security
+    throttle = LoginThrottle(sec.login_max_failures, sec.login_window_s, sec.login_lockout_s)
+    auth = AuthService(db, sec.session_ttl_hours, throttle)
     password = bootstrap_admin(config, auth)
     engine = engine or build_engine(config)
     embedder = embedder or Embedder(config.rag.embedding_model_path)
@@ -118,7 +121,10 @@ def build_appliance(
     if config.bootstrap.ingest_sample_corpus and ingest.document_count() == 0:
         results = ingest.ingest_folder(SAMPLE_CORPUS)
         log.info("sample corpus: %d documents indexed", sum(r.status == "indexed" for r in results))
-    ordering = default_ordering()
+    # the shadow models one cache: the engine's, or (multi-node) the workers' behind the
+    # gateway, whose cache-aware routing keeps each shared prefix on one worker
+    workers = max(1, len(config.engine.sglang_worker_urls))
+    ordering = default_ordering(config.engine.kv_budget_tokens * workers)
     if config.rag.ordering not in ordering.names():
         raise ConfigError(
             f"config error: rag.ordering: {config.rag.ordering!r} is not available here; "
@@ -137,26 +143,36 @@ def build_appliance(
         max_new_tokens_cap=8192,
     )
     chat = ChatService(db, knowledge, engine, config.chat, settings, ordering)
+    chat.metrics = AppMetrics(engine)  # the app's own /metrics: retrieval, turns, errors
     return Appliance(
         config, db, auth, engine, knowledge, ingest, settings, ordering, chat, password
     )
 
 
 def build_web_app(appliance: Appliance) -> FastAPI:
-    """The FastAPI app: the JSON/SSE API, with the Gradio chat page mounted at ``/``."""
+    """The FastAPI app: the JSON/SSE API, the OpenAI-compatible ``/v1``, the sign-in pages,
+    and the Gradio chat page mounted at ``/`` (last, so it does not shadow the others).
+
+    Browser sessions are the API's hashed, expiring session tokens in an HttpOnly cookie
+    (``appliance.web_login``); Gradio asks ``gradio_user`` who is behind each request."""
     import gradio as gr
 
     from appliance.api import build_api
+    from appliance.services.conversations import ConversationService
+    from appliance.web_login import gradio_user, install_login
+    from ui.admin.mount import mount_admin
     from ui.chat_page import CSS, build_chat_page, theme
 
-    app = build_api(appliance.auth, appliance.chat, appliance.engine)
-    page = build_chat_page(appliance.chat, appliance.auth)
+    conversations = ConversationService(appliance.db, appliance.chat)
+    app = build_api(appliance.auth, appliance.chat, appliance.engine, conversations)
+    install_login(app, appliance.auth)
+    mount_admin(app, appliance)
+    page = build_chat_page(conversations, appliance.auth)
     return gr.mount_gradio_app(
         app,
         page,
         path="/",
-        auth=lambda username, password: appliance.auth.authenticate(username, password) is not None,
-        auth_message="Sign in with your company account.",
+        auth_dependency=gradio_user(appliance.auth),
         theme=theme(),
         css=CSS,
         ssr_mode=False,

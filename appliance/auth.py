@@ -1,4 +1,5 @@
-"""Accounts and login sessions: Argon2-hashed passwords, hashed bearer tokens with expiry."""
+"""Accounts and login sessions: Argon2-hashed passwords, hashed bearer tokens with expiry,
+login throttling (per username, from the audit log) and per-user API keys (``api_keys``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import delete, select
 
+from appliance.api_keys import ApiKeyStore
 from appliance.db.models import AuditEvent, AuthSession, User, UserCollection
 from appliance.db.session import Database
 
@@ -70,10 +72,28 @@ def _principal(s, user: User) -> Principal:  # noqa: ANN001
     return Principal(user.id, user.username, user.role, granted or DEFAULT_COLLECTIONS)
 
 
+@dataclass(frozen=True)
+class LoginThrottle:
+    """After ``max_failures`` failed logins for one username within ``window_s``, that
+    username is locked for ``lockout_s`` seconds from the last failure (a success resets)."""
+
+    max_failures: int = 5
+    window_s: float = 300.0
+    lockout_s: float = 300.0
+
+
+def _aware(at: datetime) -> datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)  # SQLite drops the zone
+
+
 class AuthService:
-    def __init__(self, db: Database, session_ttl_hours: float) -> None:
+    def __init__(
+        self, db: Database, session_ttl_hours: float, throttle: LoginThrottle | None = None
+    ) -> None:
         self.db = db
         self.ttl = timedelta(hours=session_ttl_hours)
+        self.throttle = throttle or LoginThrottle()
+        self.api_keys = ApiKeyStore(db, self.principal_by_id)
 
     def set_collections(self, username: str, collections: list[str]) -> Principal:
         """Replace the collections a user may retrieve from."""
@@ -131,7 +151,37 @@ class AuthService:
             user.password_hash = hash_password(password)
             s.execute(delete(AuthSession).where(AuthSession.user_id == user.id))
 
+    def locked_for(self, username: str) -> float:
+        """Seconds until ``username`` may try to log in again (0 when it is not locked).
+
+        Read from the audit log, so a lock holds across restarts and across workers."""
+        t = self.throttle
+        now = datetime.now(UTC)
+        with self.db.session() as s:
+            rows = s.execute(
+                select(AuditEvent.action, AuditEvent.at)
+                .where(
+                    AuditEvent.actor == username[:64],
+                    AuditEvent.action.in_(("login.ok", "login.failed")),
+                    AuditEvent.at >= now - timedelta(seconds=t.window_s),
+                )
+                .order_by(AuditEvent.id.desc())
+                .limit(t.max_failures)
+            ).all()
+        failures = [_aware(at) for action, at in rows if action == "login.failed"]
+        if len(failures) < t.max_failures or len(rows) > len(failures):
+            return 0.0  # fewer than K failures in the window, or a success among the last K
+        left = t.lockout_s - (now - failures[0]).total_seconds()
+        return max(0.0, left)
+
     def authenticate(self, username: str, password: str) -> Principal | None:
+        """The principal for valid credentials, else None. Every attempt is audited
+        (``login.ok``, ``login.failed``, or ``login.locked`` while throttled; a locked
+        username's password is not even checked)."""
+        if self.locked_for(username) > 0:
+            with self.db.session() as s:
+                s.add(AuditEvent(actor=username[:64], action="login.locked", detail=None))
+            return None
         with self.db.session() as s:
             user = s.scalar(select(User).where(User.username == username))
             ok = (
@@ -141,7 +191,7 @@ class AuthService:
             )
             s.add(
                 AuditEvent(
-                    actor=username[:64], action="login" if ok else "login.failed", detail=None
+                    actor=username[:64], action="login.ok" if ok else "login.failed", detail=None
                 )
             )
             return _principal(s, user) if ok and user else None
@@ -172,10 +222,14 @@ class AuthService:
             if row is None:
                 return None
             sess, user = row
-            expires = sess.expires_at
-            if expires.tzinfo is None:  # SQLite drops the zone; we always store UTC
-                expires = expires.replace(tzinfo=UTC)
-            if expires < datetime.now(UTC) or user.disabled:
+            if _aware(sess.expires_at) < datetime.now(UTC) or user.disabled:
+                return None
+            return _principal(s, user)
+
+    def principal_by_id(self, user_id: int) -> Principal | None:
+        with self.db.session() as s:
+            user = s.get(User, user_id)
+            if user is None or user.disabled:
                 return None
             return _principal(s, user)
 
@@ -187,5 +241,14 @@ class AuthService:
             return _principal(s, user)
 
     def logout(self, token: str) -> None:
+        """End a session (its token stops working at once); audited as ``logout``."""
         with self.db.session() as s:
-            s.execute(delete(AuthSession).where(AuthSession.token_hash == _token_hash(token)))
+            row = s.execute(
+                select(AuthSession.id, User.username)
+                .join(User, User.id == AuthSession.user_id)
+                .where(AuthSession.token_hash == _token_hash(token))
+            ).first()
+            if row is None:
+                return
+            s.execute(delete(AuthSession).where(AuthSession.id == row.id))
+            s.add(AuditEvent(actor=row.username, action="logout", detail=None))

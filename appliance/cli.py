@@ -141,11 +141,16 @@ def cmd_engine_server(args: argparse.Namespace) -> int:
 BENCH_SUITES: dict[str, tuple[str, str]] = {
     "engine": ("appliance.bench.engine_bench", "TTFT, batching and memory of the CPU engine"),
     "index": ("appliance.bench.index_bench", "retrieval latency, recall and ingest speed"),
+    "ordering": (
+        "appliance.bench.ordering_bench",
+        "context ordering: prefill, hit ratio, TTFT and quality vs ContextPilot",
+    ),
+    "load": ("appliance.bench.load_bench", "simulated staff sessions against a running app"),
 }
 
 # Command groups that live in modules of their own; each exposes ``register(sub)``, which adds
 # its sub-parsers (with ``func`` set) to the ``appliance`` command.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("appliance.ops_cli",)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

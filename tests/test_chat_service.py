@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from appliance.db.models import Message
+from appliance.db.models import Document, Message
 from appliance.services.chat import (
     ChatError,
     ChatService,
@@ -33,7 +33,10 @@ def test_sample_corpus_is_ingested_on_first_start(appliance) -> None:  # noqa: A
     corpus = Path(__file__).resolve().parent.parent / "appliance" / "sample_corpus"
     files = [p for p in corpus.iterdir() if p.suffix in (".md", ".txt")]
     assert 8 <= len(files) <= 12
-    assert appliance.ingest.document_count() == len(files)
+    # other test modules add documents to the shared appliance: look for the sample files
+    with appliance.db.session() as s:
+        names = set(s.scalars(select(Document.source_path)))
+    assert {p.name for p in files} <= names
     assert appliance.knowledge.index.size > 50
 
 

@@ -77,7 +77,7 @@ def test_users_sessions_and_turns(db_url: str) -> None:
             assert (reply.prompt_tokens, reply.cached_tokens, reply.ttft_ms) == (900, 850, 120.5)
             assert reply.citations == [{"number": 1, "chunk_id": 7}]
             actions = set(s.scalars(select(AuditEvent.action)))
-            assert {"user.create", "login", "login.failed"} <= actions
+            assert {"user.create", "login.ok", "login.failed", "logout"} <= actions
             s.delete(s.get(User, alice.user_id))
         with db.session() as s:  # deleting a user removes their conversations and messages
             assert s.scalar(select(func.count(Message.id))) == 0

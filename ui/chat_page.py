@@ -1,27 +1,42 @@
-"""The staff chat page: streaming answers, numbered sources and the per-answer panel."""
+"""The staff chat page: conversations, streaming answers with numbered sources, the
+per-answer panel and chart, feedback, Korean and English. Layout, handlers and view live in
+``ui.chat``; this module assembles them."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from dataclasses import asdict
 
 import gradio as gr
 
 from appliance.auth import AuthService
-from appliance.services.chat import (
-    ChatError,
-    ChatService,
-    DeltaEvent,
-    DoneEvent,
-    ErrorEvent,
-    RetrievalEvent,
-)
-from ui.format import citations_markdown, panel_markdown, stats_row
-from ui.session import require_principal
+from appliance.services.conversations import ConversationService
+from ui.chat.handlers import TURN_OUTPUTS, ChatHandlers
+from ui.chat.layout import build_layout
 
 CSS = """
+.citation { border-bottom: 1px solid var(--border-color-primary); padding: 4px 0; }
 .citation summary { cursor: pointer; }
-.citation mark { background: #fff3b0; display: block; padding: 6px; white-space: pre-wrap; }
+.citation mark.chunk { background: #fff3b0; color: #222; display: block; padding: 8px;
+  margin-top: 6px; border-radius: 6px; white-space: pre-wrap; font-size: .9em; }
+.muted { color: var(--body-text-color-subdued); }
+table.panel { width: 100%; border-collapse: collapse; font-size: .92em; border: none; }
+table.panel th, table.panel td { border: none; padding: 3px 4px;
+  border-bottom: 1px solid var(--border-color-primary); background: none; }
+table.panel th { text-align: left; font-weight: normal; }
+#panel table.panel, #panel table.panel tr { border: none !important; }
+table.panel td { text-align: right; font-variant-numeric: tabular-nums; font-weight: 600; }
+.bar { display: flex; height: 12px; border-radius: 6px; overflow: hidden; margin: 4px 0 8px;
+  background: var(--neutral-200); }
+.seg.retrieval, .dot.retrieval { background: #a78bfa; }
+.seg.ttft, .dot.ttft { background: #f59e0b; }
+.seg.decode, .dot.decode { background: #60a5fa; }
+.seg.cached, .dot.cached, .dot.hit { background: #10b981; }
+.seg.uncached { background: #d1d5db; }
+.legend { font-size: .8em; color: var(--body-text-color-subdued); margin-top: 6px; }
+.dot { display: inline-block; width: 9px; height: 9px; border-radius: 50%; margin: 0 3px 0 6px; }
+svg.turn-chart text { font-size: 10px; fill: #6b7280; }
+svg.turn-chart rect.ttft { fill: #f59e0b; }
+svg.turn-chart polyline.hit { stroke: #10b981; stroke-width: 2; }
+svg.turn-chart circle.hit { fill: #10b981; }
+svg.turn-chart line.axis { stroke: #d1d5db; }
 """
 
 
@@ -33,106 +48,38 @@ def theme() -> gr.themes.Base:
     )
 
 
-def build_chat_page(chat: ChatService, auth: AuthService) -> gr.Blocks:
-    def who(request: gr.Request):  # noqa: ANN202
-        return require_principal(request, auth)
-
-    def load(request: gr.Request):  # noqa: ANN202
-        principal = who(request)
-        convs = chat.list_conversations(principal)
-        if not convs:
-            return [], None, citations_markdown([]), panel_markdown(None)
-        conv_id = convs[0]["id"]
-        messages = chat.get_messages(principal, conv_id)
-        history = [{"role": m["role"], "content": m["content"]} for m in messages]
-        last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
-        return (
-            history,
-            conv_id,
-            citations_markdown(last["citations"] if last else []),
-            panel_markdown(last),
-        )
-
-    def respond(
-        question: str, conv_id: int | None, history: list, request: gr.Request
-    ) -> Iterator[tuple]:
-        principal = who(request)
-        history = list(history or [])
-        shown = [*history, {"role": "user", "content": question}]
-        try:
-            events = chat.ask(principal, question, conv_id)
-        except ChatError as exc:
-            # the question stays in the box so the user can retry; nothing was stored
-            gr.Warning(str(exc))
-            yield history, question, conv_id, gr.update(), gr.update()
-            return
-        answer = ""
-        sources = gr.update()
-        for event in events:
-            if isinstance(event, RetrievalEvent):
-                sources = citations_markdown([asdict(c) for c in event.citations])
-                yield (
-                    [*shown, {"role": "assistant", "content": "…"}],
-                    question,
-                    conv_id,
-                    (sources),
-                    gr.update(),
-                )
-            elif isinstance(event, DeltaEvent):
-                answer += event.text
-                yield (
-                    [*shown, {"role": "assistant", "content": answer}],
-                    question,
-                    conv_id,
-                    (sources),
-                    gr.update(),
-                )
-            elif isinstance(event, ErrorEvent):
-                note = f"⚠️ {event.message} Your question is kept below; press Send to retry."
-                yield (
-                    [*shown, {"role": "assistant", "content": note}],
-                    question,
-                    conv_id,
-                    (sources),
-                    gr.update(),
-                )
-                return
-            elif isinstance(event, DoneEvent):
-                panel = panel_markdown(stats_row(event.stats, event.retrieval_ms))
-                final = [*shown, {"role": "assistant", "content": event.answer}]
-                yield final, "", event.conversation_id, sources, panel
-
-    def new_chat():  # noqa: ANN202
-        return [], None, citations_markdown([]), panel_markdown(None), ""
-
+def build_chat_page(conversations: ConversationService, auth: AuthService) -> gr.Blocks:
     with gr.Blocks(title="Company help chat", analytics_enabled=False) as page:
-        conv_state = gr.State(None)
-        with gr.Row():
-            gr.Markdown("## Company help chat")
-            gr.Button("Log out", link="/logout", size="sm", scale=0)
-        with gr.Row():
-            with gr.Column(scale=3):
-                chatbot = gr.Chatbot(label="Chat", height=520, elem_id="chatbot")
-                question = gr.Textbox(
-                    label="Your question",
-                    placeholder="Ask about IT, HR or security policies…",
-                    elem_id="question",
-                    lines=2,
-                )
-                with gr.Row():
-                    send = gr.Button("Send", variant="primary", elem_id="send")
-                    stop = gr.Button("Stop", elem_id="stop")
-                    new = gr.Button("New chat", elem_id="new-chat")
-            with gr.Column(scale=2):
-                gr.Markdown("### Sources")
-                sources = gr.Markdown(citations_markdown([]), elem_id="sources")
-                gr.Markdown("### This answer")
-                panel = gr.Markdown(panel_markdown(None), elem_id="panel")
-        outputs = [chatbot, question, conv_state, sources, panel]
-        inputs = [question, conv_state, chatbot]
-        sent = send.click(respond, inputs, outputs)
-        submitted = question.submit(respond, inputs, outputs)
-        stop.click(None, cancels=[sent, submitted])
-        new.click(new_chat, None, [chatbot, conv_state, sources, panel, question])
-        page.load(load, None, [chatbot, conv_state, sources, panel])
+        c = build_layout(auth)
+        h = ChatHandlers(conversations, auth, c)
+        labelled = [component for component, _update in c.labelled()]
+        view = c.view_outputs()
+        turn = [getattr(c, name) for name in TURN_OUTPUTS]
+
+        page.load(
+            h.load,
+            [c.lang_pref],
+            [c.lang, c.lang_switch, *labelled, c.conversations, c.conv, *view],
+        )
+        c.lang_switch.input(
+            h.switch_language,
+            [c.lang_switch, c.conv],
+            [c.lang, c.lang_pref, *labelled, c.conversations, *view],
+        )
+        c.conversations.input(h.select, [c.conversations, c.lang], [c.conv, c.rename_box, *view])
+        c.new.click(h.new_chat, [c.lang], [c.conv, c.conversations, c.question, *view])
+        c.rename.click(h.rename, [c.conv, c.rename_box, c.lang], [c.conversations])
+        c.delete.click(h.delete, [c.conv, c.lang], [c.conv, c.conversations, c.question, *view])
+
+        ask_inputs = [c.question, c.conv, c.chatbot, c.ids, c.lang]
+        sent = c.send.click(h.respond, ask_inputs, turn)
+        submitted = c.question.submit(h.respond, ask_inputs, turn)
+        again = c.regenerate.click(h.regenerate, [c.conv, c.question, c.lang], turn)
+        c.stop.click(h.stopped, [c.chatbot, c.lang], [c.chatbot], cancels=[sent, submitted, again])
+
+        c.keys.wire(c.lang)
+        c.chatbot.like(h.like, [c.ids, c.lang], [c.rated, c.feedback_status])
+        c.send_feedback.click(
+            h.send_feedback, [c.rated, c.comment, c.lang], [c.comment, c.feedback_status]
+        )
     return page

@@ -1,4 +1,7 @@
-"""Turning service results into Markdown for the chat page (pure)."""
+"""Service results as HTML for the chat page: numbered sources and the per-answer panel (pure).
+
+Everything here escapes what it shows; nothing loads an external asset.
+"""
 
 from __future__ import annotations
 
@@ -6,53 +9,95 @@ import html
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rag.prompt import chunk_header
+from appliance.services.conversations import TurnStats
+from ui.i18n import t
 
 
-def citations_markdown(citations: Iterable[Mapping[str, Any]]) -> str:
+def _source_line(c: Mapping[str, Any], lang: str) -> str:
+    parts = [html.escape(c["title"])]
+    if c.get("section"):
+        parts.append(html.escape(c["section"]))
+    if c.get("page") is not None:
+        parts.append(html.escape(t(lang, "sources.page", page=c["page"])))
+    return " · ".join(parts)
+
+
+def citations_html(citations: Iterable[Mapping[str, Any]], lang: str = "en") -> str:
+    """One collapsible entry per numbered source: the title, section and page, and, opened,
+    the chunk's text highlighted (the exact text the model was given)."""
     items = []
-    for c in citations:
-        header = html.escape(chunk_header(c["title"], c["section"], c["page"]))
+    for c in sorted(citations, key=lambda c: c["number"]):
         text = html.escape(c["text"].strip())
         items.append(
-            f"<details class='citation'><summary><b>[{c['number']}]</b> {header} "
-            f"<small>({html.escape(c['source'])})</small></summary>\n\n<mark>{text}</mark>\n</details>"
+            f"<details class='citation' id='source-{c['number']}'>"
+            f"<summary><b class='cite-no'>[{c['number']}]</b> {_source_line(c, lang)} "
+            f"<small>({html.escape(c['source'])})</small></summary>"
+            f"<mark class='chunk'>{text}</mark></details>"
         )
-    return "\n".join(items) if items else "_No sources yet._"
+    if not items:
+        return f"<p class='muted'>{html.escape(t(lang, 'sources.none'))}</p>"
+    return "<div class='sources'>" + "".join(items) + "</div>"
 
 
-def panel_markdown(stats: Mapping[str, Any] | None) -> str:
-    """The per-answer speed and cache panel."""
-    if not stats:
-        return "_Ask a question to see how fast it was answered._"
-    prompt = stats.get("prompt_tokens") or 0
-    cached = stats.get("cached_tokens") or 0
-    hit = 100.0 * cached / prompt if prompt else 0.0
-    completion = stats.get("completion_tokens") or 0
-    ttft_ms = stats.get("ttft_ms") or 0.0
-    e2e_ms = stats.get("e2e_ms") or 0.0
-    decode_s = (e2e_ms - ttft_ms) / 1000
-    tps = (completion - 1) / decode_s if completion > 1 and decode_s > 0 else 0.0
+def _bar(parts: list[tuple[float, str, str]]) -> str:
+    """A stacked horizontal bar: (value, css class, tooltip) segments, widths by share."""
+    total = sum(v for v, _c, _t in parts) or 1.0
+    segs = "".join(
+        f"<span class='seg {cls}' style='width:{100 * v / total:.1f}%' title='{html.escape(tip)}'>"
+        "</span>"
+        for v, cls, tip in parts
+        if v > 0
+    )
+    return f"<div class='bar'>{segs}</div>"
+
+
+def panel_html(stats: TurnStats | None, chunk_numbers: list[int], lang: str = "en") -> str:
+    """The per-answer panel: speed, cache use and retrieval, as numbers and two bars (where
+    the time went: retrieval, first token, decoding; and how much of the prompt was cached)."""
+    if stats is None:
+        return f"<p class='muted'>{html.escape(t(lang, 'panel.none'))}</p>"
+    uncached = max(0, stats.prompt_tokens - stats.cached_tokens)
     rows = [
-        ("TTFT", f"{ttft_ms / 1000:.2f} s"),
-        ("Total", f"{e2e_ms / 1000:.2f} s"),
-        ("Tokens/s", f"{tps:.1f}"),
-        ("Prompt tokens", f"{prompt}"),
-        ("Cached tokens", f"{cached} ({hit:.0f}%)"),
-        ("Answer tokens", f"{completion}"),
-        ("Retrieval", f"{stats.get('retrieval_ms') or 0:.0f} ms"),
+        ("ttft", t(lang, "panel.ttft"), f"{stats.ttft_ms / 1000:.2f} s"),
+        ("total", t(lang, "panel.total"), f"{stats.e2e_ms / 1000:.2f} s"),
+        ("tps", t(lang, "panel.tps"), f"{stats.tokens_per_s:.1f}"),
+        ("itl", t(lang, "panel.itl"), f"{stats.inter_token_ms:.0f} ms"),
+        ("prompt", t(lang, "panel.prompt"), f"{stats.prompt_tokens:,}"),
+        ("cached", t(lang, "panel.cached"), f"{stats.cached_tokens:,}"),
+        ("hit", t(lang, "panel.hit"), f"{stats.hit_pct:.0f}%"),
+        ("answer", t(lang, "panel.answer"), f"{stats.completion_tokens:,}"),
+        ("retrieval", t(lang, "panel.retrieval"), f"{stats.retrieval_ms:.0f} ms"),
+        (
+            "chunks",
+            t(lang, "panel.chunks"),
+            " ".join(f"[{n}]" for n in chunk_numbers) or "–",
+        ),
+        ("ordering", t(lang, "panel.ordering"), stats.ordering or "–"),
     ]
-    body = "\n".join(f"| {k} | <span class='panel-value'>{v}</span> |" for k, v in rows)
-    return "| Metric | Value |\n|---|---|\n" + body
-
-
-def stats_row(stats: Any, retrieval_ms: float) -> dict[str, float]:
-    """A ``GenerationStats`` as the flat mapping ``panel_markdown`` reads."""
-    return {
-        "prompt_tokens": stats.prompt_tokens,
-        "cached_tokens": stats.cached_tokens,
-        "completion_tokens": stats.completion_tokens,
-        "ttft_ms": stats.ttft_s * 1000,
-        "e2e_ms": stats.e2e_s * 1000,
-        "retrieval_ms": retrieval_ms,
-    }
+    body = "".join(
+        f"<tr data-metric='{key}'><th>{html.escape(label)}</th>"
+        f"<td class='panel-value'>{html.escape(value)}</td></tr>"
+        for key, label, value in rows
+    )
+    timeline = _bar(
+        [
+            (stats.retrieval_ms, "retrieval", t(lang, "panel.retrieval")),
+            (stats.ttft_ms, "ttft", t(lang, "panel.ttft")),
+            (stats.decode_ms, "decode", t(lang, "panel.decode")),
+        ]
+    )
+    cache = _bar(
+        [
+            (stats.cached_tokens, "cached", t(lang, "panel.cached")),
+            (uncached, "uncached", t(lang, "panel.prompt")),
+        ]
+    )
+    legend = (
+        f"<div class='legend'><span class='dot retrieval'></span>"
+        f"{html.escape(t(lang, 'panel.retrieval'))} <span class='dot ttft'></span>"
+        f"{html.escape(t(lang, 'panel.ttft'))} <span class='dot decode'></span>"
+        f"{html.escape(t(lang, 'panel.decode'))}</div>"
+        f"{timeline}<div class='legend'><span class='dot cached'></span>"
+        f"{html.escape(t(lang, 'panel.cached'))} {stats.hit_pct:.0f}%</div>{cache}"
+    )
+    return f"<table class='panel'>{body}</table>{legend}"

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from appliance.auth import Principal
 from appliance.config import ChatConfig
@@ -88,6 +88,9 @@ class _Prepared:
 
 
 class ChatService:
+    # the app's Prometheus metrics (appliance.app_metrics.AppMetrics), set by build_appliance
+    metrics = None
+
     def __init__(
         self,
         db: Database,
@@ -153,27 +156,52 @@ class ChatService:
         """Validate and start a turn (raising ``ChatError`` before any work on bad input),
         then return the stream of events."""
         question = question.strip()
+        refusal = None
         if not question:
-            raise ChatError("empty", "the question is empty")
-        if len(question) > self.cfg.max_prompt_chars:
-            raise ChatError(
+            refusal = ChatError("empty", "the question is empty")
+        elif len(question) > self.cfg.max_prompt_chars:
+            refusal = ChatError(
                 "too_long",
                 f"the question is {len(question)} characters; the limit is "
                 f"{self.cfg.max_prompt_chars}",
             )
-        prepared = self._prepare(principal, question, conversation_id, self.settings.current())
-        sampling = SamplingParams(
-            max_new_tokens=prepared.settings.max_new_tokens,
-            temperature=prepared.settings.temperature,
-            top_p=self.cfg.top_p,
-        )
+        if refusal is not None:
+            if self.metrics is not None:
+                self.metrics.error(refusal.kind)
+            raise refusal
+        return self._start(principal, question, conversation_id)
+
+    def _start(
+        self,
+        principal: Principal,
+        question: str,
+        conversation_id: int | None,
+        replace_ids: tuple[int, ...] = (),
+    ) -> Iterator[ChatEvent]:
+        """Retrieve, assemble and submit; a refusal (busy, too long, down) is a ``ChatError``
+        raised here, before anything is stored."""
         try:
+            # retrieval and prompt assembly ask the engine (context length, token counts)
+            prepared = self._prepare(
+                principal,
+                question,
+                conversation_id,
+                self.settings.current(),
+                drop_last_turn=bool(replace_ids),
+            )
+            sampling = SamplingParams(
+                max_new_tokens=prepared.settings.max_new_tokens,
+                temperature=prepared.settings.temperature,
+                top_p=self.cfg.top_p,
+            )
             stream = self.engine.generate(
                 GenerateRequest(messages=prepared.messages, sampling=sampling)
             )
         except EngineError as exc:
+            if self.metrics is not None:
+                self.metrics.turn_failed(exc.kind)
             raise ChatError(exc.kind, str(exc), getattr(exc, "retry_after_s", None)) from exc
-        return self._run(principal, question, prepared, stream)
+        return self._run(principal, question, prepared, stream, replace_ids)
 
     @staticmethod
     def _history(conv: Conversation) -> list[tuple[str, str, list[dict]]]:
@@ -191,11 +219,14 @@ class ChatService:
         question: str,
         conversation_id: int | None,
         settings: ChatSettings,
+        drop_last_turn: bool = False,
     ) -> _Prepared:
         stored: list[tuple[str, str, list[dict]]] = []
         if conversation_id is not None:
             with self.db.session() as s:
                 stored = self._history(self._owned(s, principal, conversation_id))
+        if drop_last_turn:  # regenerate: the turn being replaced is not in the prompt
+            stored = stored[:-2]
         retrieved, retrieval_ms = self.knowledge.retrieve(
             question, settings.top_k, principal.allowed_collections
         )
@@ -240,7 +271,10 @@ class ChatService:
         question: str,
         prepared: _Prepared,
         stream: Iterator,
+        replace_ids: tuple[int, ...] = (),
     ) -> Iterator[ChatEvent]:
+        if self.metrics is not None:
+            self.metrics.observe_retrieval(prepared.retrieval_ms)
         yield RetrievalEvent(prepared.citations, prepared.retrieval_ms)
         parts: list[str] = []
         stats: GenerationStats | None = None
@@ -252,6 +286,8 @@ class ChatService:
                 elif isinstance(item, Finished):
                     stats = item.stats
         except EngineError as exc:
+            if self.metrics is not None:
+                self.metrics.turn_failed(exc.kind)
             yield ErrorEvent(exc.kind, f"The engine failed to answer: {exc}")
             return
         finally:
@@ -261,7 +297,9 @@ class ChatService:
         self.ordering.observe(
             prepared.prefix, prepared.sent_chunk_ids, stats.prompt_tokens, stats.cached_tokens
         )
-        conv_id, msg_id = self._store(principal, question, prepared, answer, stats)
+        conv_id, msg_id = self._store(principal, question, prepared, answer, stats, replace_ids)
+        if self.metrics is not None:
+            self.metrics.turn_done(stats)
         yield DoneEvent(conv_id, msg_id, answer, stats, prepared.retrieval_ms)
 
     def _store(
@@ -271,7 +309,10 @@ class ChatService:
         prepared: _Prepared,
         answer: str,
         stats: GenerationStats,
+        replace_ids: tuple[int, ...] = (),
     ) -> tuple[int, int]:
+        """Store the turn; for a regenerated answer, delete the turn it replaces in the same
+        transaction (the conversation never holds both, nor neither)."""
         now = datetime.now(UTC)
         with self.db.session() as s:
             if prepared.conversation_id is None:
@@ -305,4 +346,19 @@ class ChatService:
             )
             s.add(reply)
             s.flush()
+            if replace_ids:  # after the insert, so the new turn never reuses the old ids
+                s.execute(delete(Message).where(Message.id.in_(replace_ids)))
             return conv.id, reply.id
+
+    # ---- regenerate -----------------------------------------------------------------------
+
+    def regenerate(self, principal: Principal, conversation_id: int) -> Iterator[ChatEvent]:
+        """Ask a conversation's last question again, with the prompt built as it was before
+        that turn. The old turn is replaced in the transaction that stores the new one, so an
+        engine failure or a stop leaves the conversation exactly as it was."""
+        with self.db.session() as s:
+            last = self._owned(s, principal, conversation_id).messages[-2:]
+            if len(last) < 2 or [m.role for m in last] != ["user", "assistant"]:
+                raise ChatError("empty", "this conversation has no answer to regenerate")
+            question, old_ids = last[0].content, tuple(m.id for m in last)
+        return self._start(principal, question, conversation_id, replace_ids=old_ids)

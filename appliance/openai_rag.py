@@ -1,0 +1,202 @@
+"""OpenAI-compatible ``/v1/chat/completions`` with RAG, for integrators.
+
+(No ``from __future__ import annotations`` here: FastAPI must see the real dependency types.)
+
+Auth is a per-user API key (``Authorization: Bearer sk-...``). The last ``user`` message is
+the question; retrieval, prompt assembly and storage are the chat page's (``ChatService``), so
+a call is a turn in one of the key owner's conversations: a new one, or the one named by the
+extra body field ``conversation_id`` (the previous turns then come from the stored
+conversation, replayed byte-identically for the prefix cache; earlier ``messages`` in the
+request are not re-read). Extra response fields: ``citations`` (numbered sources) and
+``conversation_id``; in a stream they ride on the first chunk (``citations``) and the last
+(``conversation_id`` and ``usage``). Errors use OpenAI's ``{"error": {...}}`` shape.
+"""
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict
+
+from appliance.auth import AuthService, Principal
+from appliance.services.chat import (
+    ChatError,
+    ChatEvent,
+    DeltaEvent,
+    DoneEvent,
+    ErrorEvent,
+    RetrievalEvent,
+)
+from appliance.services.conversations import ConversationService
+from engine.base import Engine, GenerationStats
+from engine.embedded.server.sse import DONE, ClosingStreamingResponse, sse
+
+MODEL_ID = "rag-appliance"
+_STATUS = {"empty": 400, "too_long": 400, "prompt_too_long": 400, "not_found": 404}
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class CompletionBody(BaseModel):
+    model_config = ConfigDict(extra="allow")  # temperature, max_tokens...: the admin's settings
+    model: str = MODEL_ID
+    messages: list[ChatMessage]
+    stream: bool = False
+    conversation_id: int | None = None
+
+
+class OpenAIError(HTTPException):
+    def __init__(self, status: int, message: str, kind: str, headers: dict | None = None) -> None:
+        super().__init__(status, message, headers)
+        self.kind = kind
+
+
+def _text(content: str | list[dict[str, Any]] | None) -> str:
+    if isinstance(content, list):  # content parts: keep the text ones
+        return "".join(p.get("text", "") for p in content if p.get("type") == "text")
+    return content or ""
+
+
+def question_of(messages: list[ChatMessage]) -> str:
+    """The last user message's text: the question this call asks."""
+    for m in reversed(messages):
+        if m.role == "user":
+            return _text(m.content)
+    raise OpenAIError(400, "messages must contain a user message", "invalid_request_error")
+
+
+def usage(stats: GenerationStats) -> dict:
+    return {
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.completion_tokens,
+        "total_tokens": stats.prompt_tokens + stats.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": stats.cached_tokens},
+    }
+
+
+def _finish(stats: GenerationStats) -> str:
+    return "length" if stats.finish_reason == "length" else "stop"
+
+
+def _chat_error(exc: ChatError) -> OpenAIError:
+    status = _STATUS.get(exc.kind, 503)
+    headers = None
+    if exc.retry_after_s is not None:
+        headers = {"Retry-After": str(max(1, round(exc.retry_after_s)))}
+    kind = "invalid_request_error" if status < 500 else "engine_unavailable"
+    return OpenAIError(status, str(exc), kind, headers)
+
+
+def _stream(events: Iterator[ChatEvent], rid: str, gone: threading.Event) -> Iterator[str]:
+    created = int(time.time())
+    base = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID}
+    try:
+        for event in events:
+            if gone.is_set():
+                return
+            if isinstance(event, RetrievalEvent):
+                delta = {"role": "assistant", "content": ""}
+                citations = [asdict(c) for c in event.citations]
+                choice = {"index": 0, "delta": delta, "finish_reason": None}
+                yield sse({**base, "choices": [choice], "citations": citations})
+            elif isinstance(event, DeltaEvent):
+                choice = {"index": 0, "delta": {"content": event.text}, "finish_reason": None}
+                yield sse({**base, "choices": [choice]})
+            elif isinstance(event, DoneEvent):
+                choice = {"index": 0, "delta": {}, "finish_reason": _finish(event.stats)}
+                yield sse(
+                    {
+                        **base,
+                        "choices": [choice],
+                        "usage": usage(event.stats),
+                        "conversation_id": event.conversation_id,
+                    }
+                )
+            elif isinstance(event, ErrorEvent):
+                yield sse({"error": {"message": event.message, "type": event.kind}})
+    except Exception as exc:  # never cut a stream without telling the client why
+        yield sse({"error": {"message": f"internal error: {exc}", "type": "internal"}})
+    finally:
+        events.close()  # cancels generation if the client left mid-answer
+    yield DONE
+
+
+def _complete(events: Iterator[ChatEvent], rid: str) -> JSONResponse:
+    citations: list[dict] = []
+    for event in events:
+        if isinstance(event, RetrievalEvent):
+            citations = [asdict(c) for c in event.citations]
+        elif isinstance(event, ErrorEvent):
+            body = {"error": {"message": event.message, "type": event.kind}}
+            return JSONResponse(body, 503 if event.kind in ("busy", "unavailable") else 502)
+        elif isinstance(event, DoneEvent):
+            message = {"role": "assistant", "content": event.answer}
+            return JSONResponse(
+                {
+                    "id": rid,
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": MODEL_ID,
+                    "choices": [
+                        {"index": 0, "message": message, "finish_reason": _finish(event.stats)}
+                    ],
+                    "usage": usage(event.stats),
+                    "citations": citations,
+                    "conversation_id": event.conversation_id,
+                }
+            )
+    return JSONResponse({"error": {"message": "no answer", "type": "internal"}}, 500)
+
+
+def build_openai_router(
+    auth: AuthService, conversations: ConversationService, engine: Engine
+) -> APIRouter:
+    router = APIRouter()
+
+    def key_owner(authorization: Annotated[str | None, Header()] = None) -> Principal:
+        if not authorization or not authorization.lower().startswith("bearer "):
+            raise OpenAIError(401, "missing API key (Authorization: Bearer sk-...)", "auth")
+        found = auth.api_keys.resolve(authorization.split(" ", 1)[1].strip())
+        if found is None:
+            raise OpenAIError(401, "invalid or revoked API key", "invalid_api_key")
+        return found
+
+    Owner = Annotated[Principal, Depends(key_owner)]
+
+    @router.get("/v1/models")
+    def models(owner: Owner) -> dict:
+        info = engine.info() if engine.health() else None
+        entry = {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "appliance"}
+        if info is not None:
+            entry["root"] = info.model
+        return {"object": "list", "data": [entry]}
+
+    @router.post("/v1/chat/completions", response_model=None)
+    def completions(body: CompletionBody, owner: Owner) -> Response:
+        question = question_of(body.messages)
+        try:
+            events = conversations.ask(owner, question, body.conversation_id)
+        except ChatError as exc:
+            raise _chat_error(exc) from exc
+        rid = f"chatcmpl-{uuid.uuid4().hex}"
+        if body.stream:
+            gone = threading.Event()
+            return ClosingStreamingResponse(_stream(events, rid, gone), on_disconnect=gone.set)
+        return _complete(events, rid)
+
+    return router
+
+
+async def openai_error_handler(request: Request, exc: OpenAIError) -> JSONResponse:  # noqa: ARG001
+    """OpenAI's error shape, which its clients parse into their exceptions."""
+    body = {"error": {"message": exc.detail, "type": exc.kind, "code": exc.status_code}}
+    return JSONResponse(body, exc.status_code, headers=exc.headers)

@@ -1,0 +1,231 @@
+"""The chat page's event handlers: each checks who is asking, calls a service, and returns
+what the components show. No business logic here; per-user state lives in ``gr.State``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
+
+import gradio as gr
+
+from appliance.auth import AuthService, Principal
+from appliance.services.chat import ChatError, DeltaEvent, DoneEvent, ErrorEvent, RetrievalEvent
+from appliance.services.conversations import ConversationService
+from appliance.web_login import LANG_COOKIE
+from ui.chat.layout import ChatComponents
+from ui.chat.view import conversation_choices, conversation_view, error_note
+from ui.format import citations_html
+from ui.i18n import pick, t
+from ui.session import require_principal
+
+# the outputs of a streamed turn, in this order
+TURN_OUTPUTS = ("chatbot", "ids", "sources", "panel", "chart", "question", "conv", "conversations")
+
+
+class ChatHandlers:
+    def __init__(
+        self, conversations: ConversationService, auth: AuthService, c: ChatComponents
+    ) -> None:
+        self.convs = conversations
+        self.auth = auth
+        self.c = c
+
+    def who(self, request: gr.Request) -> Principal:
+        return require_principal(request, self.auth)
+
+    # ---- views ----------------------------------------------------------------------------
+
+    def _view(self, principal: Principal, conv_id: int | None, lang: str) -> list[Any]:
+        turns = self.convs.turns(principal, conv_id) if conv_id is not None else []
+        return conversation_view(turns, lang).outputs()
+
+    def _choices(self, principal: Principal, lang: str, selected: int | None) -> dict:
+        choices = conversation_choices(self.convs.list(principal), lang)
+        return gr.update(choices=choices, value=selected)
+
+    def _labels(self, lang: str) -> list[dict]:
+        return [update(lang) for _component, update in self.c.labelled()]
+
+    # ---- page load and language -----------------------------------------------------------
+
+    def load(self, pref: str, request: gr.Request) -> list[Any]:
+        """Open the page in the chosen (or the browser's) language, on the latest
+        conversation: history comes from the database, so a reload shows it again."""
+        principal = self.who(request)
+        lang = pick(
+            pref or request.cookies.get(LANG_COOKIE), request.headers.get("accept-language")
+        )
+        convs = self.convs.list(principal)
+        conv_id = convs[0]["id"] if convs else None
+        return [
+            lang,
+            gr.update(value=lang),
+            *self._labels(lang),
+            gr.update(choices=conversation_choices(convs, lang), value=conv_id),
+            conv_id,
+            *self._view(principal, conv_id, lang),
+        ]
+
+    def switch_language(self, lang: str, conv_id: int | None, request: gr.Request) -> list[Any]:
+        principal = self.who(request)
+        return [
+            lang,
+            lang,
+            *self._labels(lang),
+            self._choices(principal, lang, conv_id),
+            *self._view(principal, conv_id, lang),
+        ]
+
+    # ---- conversations --------------------------------------------------------------------
+
+    def select(self, conv_id: int | None, lang: str, request: gr.Request) -> list[Any]:
+        principal = self.who(request)
+        title = next((c["title"] for c in self.convs.list(principal) if c["id"] == conv_id), "")
+        try:
+            view = self._view(principal, conv_id, lang)
+        except ChatError as exc:
+            raise gr.Error(str(exc)) from exc
+        return [conv_id, title, *view]
+
+    def new_chat(self, lang: str) -> list[Any]:
+        return [None, gr.update(value=None), "", *self._view_empty(lang)]
+
+    def _view_empty(self, lang: str) -> list[Any]:
+        return conversation_view([], lang).outputs()
+
+    def rename(self, conv_id: int | None, title: str, lang: str, request: gr.Request) -> dict:
+        principal = self.who(request)
+        if conv_id is None:
+            raise gr.Error(t(lang, "conv.none"))
+        try:
+            self.convs.rename(principal, conv_id, title)
+        except ChatError as exc:
+            raise gr.Error(str(exc)) from exc
+        return self._choices(principal, lang, conv_id)
+
+    def delete(self, conv_id: int | None, lang: str, request: gr.Request) -> list[Any]:
+        principal = self.who(request)
+        if conv_id is None:
+            raise gr.Error(t(lang, "conv.none"))
+        try:
+            self.convs.delete(principal, conv_id)
+        except ChatError as exc:
+            raise gr.Error(str(exc)) from exc
+        gr.Info(t(lang, "conv.deleted"))
+        return [None, self._choices(principal, lang, None), "", *self._view_empty(lang)]
+
+    # ---- turns ----------------------------------------------------------------------------
+
+    def _stream(
+        self,
+        principal: Principal,
+        start: Any,
+        shown: list[dict],
+        shown_ids: list,
+        question: str,
+        conv_id: int | None,
+        lang: str,
+    ) -> Iterator[list[Any]]:
+        """Stream one turn into the chat. The question stays in its box until the answer is
+        stored; a failure shows a clear note in the chat and loses nothing."""
+        skip = gr.skip()  # ``shown_ids`` covers ``shown`` and the answer bubble after it
+        try:
+            events = start()
+        except ChatError as exc:
+            note = {"role": "assistant", "content": error_note(exc.kind, str(exc), lang)}
+            yield [[*shown, note], shown_ids, skip, skip, skip, question, conv_id, skip]
+            return
+        answer, sources = "", skip
+        for event in events:
+            if isinstance(event, RetrievalEvent):
+                sources = citations_html([asdict(x) for x in event.citations], lang)
+                thinking = {"role": "assistant", "content": t(lang, "chat.thinking")}
+                yield [[*shown, thinking], shown_ids, sources, skip, skip, question, conv_id, skip]
+            elif isinstance(event, DeltaEvent):
+                answer += event.text
+                bubble = {"role": "assistant", "content": answer}
+                yield [[*shown, bubble], shown_ids, sources, skip, skip, question, conv_id, skip]
+            elif isinstance(event, ErrorEvent):
+                note = {"role": "assistant", "content": error_note(event.kind, event.message, lang)}
+                yield [[*shown, note], shown_ids, sources, skip, skip, question, conv_id, skip]
+                return
+            elif isinstance(event, DoneEvent):
+                new_id = event.conversation_id
+                view = self._view(principal, new_id, lang)
+                yield [*view, "", new_id, self._choices(principal, lang, new_id)]
+
+    def respond(
+        self,
+        question: str,
+        conv_id: int | None,
+        history: list,
+        ids: list,
+        lang: str,
+        request: gr.Request,
+    ) -> Iterator[list[Any]]:
+        principal = self.who(request)
+        shown = [*(history or []), {"role": "user", "content": question}]
+        yield from self._stream(
+            principal,
+            lambda: self.convs.ask(principal, question, conv_id),
+            shown,
+            [*(ids or []), None, None],
+            question,
+            conv_id,
+            lang,
+        )
+
+    def regenerate(
+        self, conv_id: int | None, question: str, lang: str, request: gr.Request
+    ) -> Iterator[list[Any]]:
+        """Answer the last question again; the old answer stays stored until the new one is."""
+        principal = self.who(request)
+        if conv_id is None:
+            raise gr.Error(t(lang, "conv.none"))
+        shown = conversation_view(self.convs.turns(principal, conv_id), lang)
+        history, ids = shown.history, shown.message_ids
+        if not history:
+            raise gr.Error(t(lang, "conv.none"))
+        yield from self._stream(
+            principal,
+            lambda: self.convs.regenerate(principal, conv_id),
+            history[:-1],
+            [*ids[:-1], None],
+            question,
+            conv_id,
+            lang,
+        )
+
+    def stopped(self, history: list, lang: str) -> list:
+        """After Stop: the partial answer is not stored; say so, and keep the question."""
+        note = {"role": "assistant", "content": f"_{t(lang, 'chat.stopped')}_"}
+        return [*(history or []), note]
+
+    # ---- feedback -------------------------------------------------------------------------
+
+    def like(self, ids: list, lang: str, data: gr.LikeData, request: gr.Request) -> list[Any]:
+        principal = self.who(request)
+        index = data.index if isinstance(data.index, int) else data.index[0]
+        message_id = ids[index] if 0 <= index < len(ids or []) else None
+        rating = {True: 1, "Like": 1, False: -1, "Dislike": -1}.get(data.liked)
+        if message_id is None or rating is None:
+            return [gr.skip(), gr.skip()]
+        try:
+            self.convs.feedback(principal, message_id, rating)
+        except ChatError as exc:
+            raise gr.Error(str(exc)) from exc
+        return [(message_id, rating), t(lang, "feedback.thanks")]
+
+    def send_feedback(
+        self, rated: tuple | None, comment: str, lang: str, request: gr.Request
+    ) -> list[Any]:
+        principal = self.who(request)
+        if not rated:
+            return [gr.skip(), t(lang, "feedback.first")]
+        message_id, rating = rated
+        try:
+            self.convs.feedback(principal, message_id, rating, comment)
+        except ChatError as exc:
+            raise gr.Error(str(exc)) from exc
+        return ["", t(lang, "feedback.thanks")]

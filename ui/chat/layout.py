@@ -1,0 +1,188 @@
+"""The chat page's components, and how each one's words change with the language."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import gradio as gr
+
+from appliance.auth import AuthService
+from ui.chat.keys import KeysPanel
+from ui.i18n import LANGUAGE_NAMES, t
+
+
+@dataclass
+class ChatComponents:
+    lang: gr.State
+    lang_pref: gr.BrowserState
+    conv: gr.State
+    ids: gr.State
+    rated: gr.State
+    title: gr.Markdown
+    lang_switch: gr.Radio
+    logout: gr.Button
+    conversations: gr.Radio
+    new: gr.Button
+    manage: gr.Accordion
+    rename_box: gr.Textbox
+    rename: gr.Button
+    delete: gr.Button
+    chatbot: gr.Chatbot
+    question: gr.Textbox
+    send: gr.Button
+    stop: gr.Button
+    regenerate: gr.Button
+    sources_heading: gr.Markdown
+    sources: gr.HTML
+    panel_heading: gr.Markdown
+    panel: gr.HTML
+    chart_heading: gr.Markdown
+    chart: gr.HTML
+    feedback_heading: gr.Markdown
+    comment: gr.Textbox
+    send_feedback: gr.Button
+    feedback_status: gr.Markdown
+    keys: KeysPanel
+
+    def view_outputs(self) -> list[gr.components.Component]:
+        """What ``ConversationView`` fills, in its field order."""
+        return [self.chatbot, self.ids, self.sources, self.panel, self.chart]
+
+    def labelled(self) -> list[tuple[gr.components.Component, Callable[[str], dict]]]:
+        """Every component with words on it, and its update for a language."""
+
+        def value(key: str, fmt: str = "{}") -> Callable[[str], dict]:
+            return lambda lang: gr.update(value=fmt.format(t(lang, key)))
+
+        def label(key: str) -> Callable[[str], dict]:
+            return lambda lang: gr.update(label=t(lang, key))
+
+        return [
+            (self.title, value("app.title", "## {}")),
+            (self.lang_switch, label("nav.language")),
+            (self.logout, value("nav.logout")),
+            (self.conversations, label("conv.heading")),
+            (self.new, value("conv.new")),
+            (self.manage, label("conv.manage")),
+            (self.rename_box, label("conv.rename_label")),
+            (self.rename, value("conv.rename")),
+            (self.delete, value("conv.delete")),
+            (self.chatbot, label("chat.label")),
+            (
+                self.question,
+                lambda lang: gr.update(
+                    label=t(lang, "chat.question"), placeholder=t(lang, "chat.placeholder")
+                ),
+            ),
+            (self.send, value("chat.send")),
+            (self.stop, value("chat.stop")),
+            (self.regenerate, value("chat.regenerate")),
+            (self.sources_heading, value("sources.heading", "### {}")),
+            (self.panel_heading, value("panel.heading", "### {}")),
+            (self.chart_heading, value("chart.heading", "#### {}")),
+            (self.feedback_heading, value("feedback.heading", "#### {}")),
+            (self.comment, label("feedback.comment")),
+            (self.send_feedback, value("feedback.send")),
+            *self.keys.labelled(),
+        ]
+
+
+def build_layout(auth: AuthService, lang: str = "en") -> ChatComponents:
+    """Lay out the page (call inside ``gr.Blocks``); words start in ``lang``."""
+    lang_state = gr.State(lang)
+    lang_pref = gr.BrowserState("", storage_key="appliance_lang")
+    conv, ids, rated = gr.State(None), gr.State([]), gr.State(None)
+    with gr.Row():
+        title = gr.Markdown(f"## {t(lang, 'app.title')}", elem_id="title")
+        lang_switch = gr.Radio(
+            [(name, code) for code, name in LANGUAGE_NAMES.items()],
+            value=lang,
+            label=t(lang, "nav.language"),
+            elem_id="lang",
+            scale=0,
+            min_width=220,
+        )
+        logout = gr.Button(
+            t(lang, "nav.logout"), link="/logout", size="sm", scale=0, elem_id="logout"
+        )
+    with gr.Row():
+        with gr.Column(scale=1, min_width=220):
+            new = gr.Button(t(lang, "conv.new"), elem_id="new-chat", variant="secondary")
+            conversations = gr.Radio(
+                [], label=t(lang, "conv.heading"), elem_id="conversations", type="value"
+            )
+            with gr.Accordion(t(lang, "conv.manage"), open=False, elem_id="manage") as manage:
+                rename_box = gr.Textbox(
+                    label=t(lang, "conv.rename_label"), elem_id="rename-box", max_lines=1
+                )
+                with gr.Row():
+                    rename = gr.Button(t(lang, "conv.rename"), size="sm", elem_id="rename")
+                    delete = gr.Button(
+                        t(lang, "conv.delete"), size="sm", variant="stop", elem_id="delete"
+                    )
+            keys = KeysPanel(auth, lang)
+        with gr.Column(scale=3):
+            chatbot = gr.Chatbot(
+                label=t(lang, "chat.label"),
+                height=520,
+                elem_id="chatbot",
+                buttons=["copy"],
+                feedback_options=("Like", "Dislike"),
+            )
+            question = gr.Textbox(
+                label=t(lang, "chat.question"),
+                placeholder=t(lang, "chat.placeholder"),
+                elem_id="question",
+                lines=2,
+            )
+            with gr.Row():
+                send = gr.Button(t(lang, "chat.send"), variant="primary", elem_id="send")
+                stop = gr.Button(t(lang, "chat.stop"), elem_id="stop")
+                regenerate = gr.Button(t(lang, "chat.regenerate"), elem_id="regenerate")
+        with gr.Column(scale=2):
+            sources_heading = gr.Markdown(f"### {t(lang, 'sources.heading')}")
+            sources = gr.HTML("", elem_id="sources")
+            with gr.Column(elem_id="answer-panel"):
+                panel_heading = gr.Markdown(f"### {t(lang, 'panel.heading')}")
+                panel = gr.HTML("", elem_id="panel")
+                chart_heading = gr.Markdown(f"#### {t(lang, 'chart.heading')}")
+                chart = gr.HTML("", elem_id="chart")
+            feedback_heading = gr.Markdown(f"#### {t(lang, 'feedback.heading')}")
+            comment = gr.Textbox(
+                label=t(lang, "feedback.comment"), elem_id="feedback-comment", max_lines=3
+            )
+            send_feedback = gr.Button(t(lang, "feedback.send"), size="sm", elem_id="send-feedback")
+            feedback_status = gr.Markdown("", elem_id="feedback-status")
+    return ChatComponents(
+        lang_state,
+        lang_pref,
+        conv,
+        ids,
+        rated,
+        title,
+        lang_switch,
+        logout,
+        conversations,
+        new,
+        manage,
+        rename_box,
+        rename,
+        delete,
+        chatbot,
+        question,
+        send,
+        stop,
+        regenerate,
+        sources_heading,
+        sources,
+        panel_heading,
+        panel,
+        chart_heading,
+        chart,
+        feedback_heading,
+        comment,
+        send_feedback,
+        feedback_status,
+        keys,
+    )

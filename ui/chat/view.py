@@ -1,0 +1,67 @@
+"""What the chat page's components show for a conversation (pure)."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import gradio as gr
+
+from appliance.services.conversations import Turn
+from ui.charts import conversation_chart
+from ui.format import citations_html, panel_html
+from ui.i18n import t
+
+
+@dataclass(frozen=True)
+class ConversationView:
+    history: list[dict]  # the Chatbot's messages
+    message_ids: list[int | None]  # per shown message: the assistant message id, or None
+    sources: str
+    panel: str
+    chart: str
+    feedback: list[str | None]  # per assistant message: "Like", "Dislike" or None
+
+    def outputs(self) -> list:
+        """Values for ``ChatComponents.view_outputs()`` (the chatbot keeps its thumbs)."""
+        chat = gr.update(value=self.history, feedback_value=self.feedback)
+        return [chat, self.message_ids, self.sources, self.panel, self.chart]
+
+
+def conversation_view(turns: list[Turn], lang: str) -> ConversationView:
+    """The stored turns as chat messages; sources and panel for the last answer; the chart
+    of every turn."""
+    history: list[dict] = []
+    ids: list[int | None] = []
+    for turn in turns:
+        history += [
+            {"role": "user", "content": turn.question},
+            {"role": "assistant", "content": turn.answer},
+        ]
+        ids += [None, turn.message_id]
+    last = turns[-1] if turns else None
+    return ConversationView(
+        history,
+        ids,
+        citations_html(last.citations if last else [], lang),
+        panel_html(last.stats if last else None, cited_numbers(last), lang),
+        conversation_chart([(x.stats.ttft_ms / 1000, x.stats.hit_pct) for x in turns], lang),
+        [{1: "Like", -1: "Dislike"}.get(x.rating or 0) for x in turns],
+    )
+
+
+def cited_numbers(turn: Turn | None) -> list[int]:
+    return sorted({c["number"] for c in turn.citations}) if turn else []
+
+
+def error_note(kind: str, message: str, lang: str) -> str:
+    """The chat bubble for a turn that failed: what happened, and that nothing was lost."""
+    if kind in ("busy", "unavailable"):
+        head = t(lang, f"error.{kind}")
+    else:
+        head = t(lang, "error.other", message=message)
+    return f"⚠️ **{html.escape(head)}** {html.escape(t(lang, 'error.keep'))}"
+
+
+def conversation_choices(conversations: list[dict], lang: str) -> list[tuple[str, int]]:
+    return [(c["title"] or t(lang, "conv.untitled"), c["id"]) for c in conversations]
