@@ -54,11 +54,8 @@ class BackupResult:
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def sqlite_path(url: str) -> Path | None:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
 
 from appliance.auth import Principal
 from appliance.config import ChatConfig
@@ -73,6 +74,15 @@ class ErrorEvent:
 ChatEvent = RetrievalEvent | DeltaEvent | DoneEvent | ErrorEvent
 
 
+def owned_conversation(s: Session, principal: Principal, conversation_id: int) -> Conversation:
+    """The conversation if ``principal`` owns it; else ``not_found`` - the same answer for
+    "missing" and "someone else's", so ids leak nothing."""
+    conv = s.get(Conversation, conversation_id)
+    if conv is None or conv.user_id != principal.user_id:
+        raise ChatError("not_found", f"conversation {conversation_id} not found")
+    return conv
+
+
 @dataclass(frozen=True)
 class _Prepared:
     conversation_id: int | None
@@ -110,13 +120,6 @@ class ChatService:
 
     # ---- conversations --------------------------------------------------------------------
 
-    def _owned(self, s, principal: Principal, conversation_id: int) -> Conversation:  # noqa: ANN001
-        conv = s.get(Conversation, conversation_id)
-        if conv is None or conv.user_id != principal.user_id:
-            # the same answer for "missing" and "someone else's": ids leak nothing
-            raise ChatError("not_found", f"conversation {conversation_id} not found")
-        return conv
-
     def list_conversations(self, principal: Principal) -> list[dict]:
         with self.db.session() as s:
             rows = s.scalars(
@@ -130,7 +133,7 @@ class ChatService:
 
     def get_messages(self, principal: Principal, conversation_id: int) -> list[dict]:
         with self.db.session() as s:
-            conv = self._owned(s, principal, conversation_id)
+            conv = owned_conversation(s, principal, conversation_id)
             return [
                 {
                     "id": m.id,
@@ -224,7 +227,7 @@ class ChatService:
         stored: list[tuple[str, str, list[dict]]] = []
         if conversation_id is not None:
             with self.db.session() as s:
-                stored = self._history(self._owned(s, principal, conversation_id))
+                stored = self._history(owned_conversation(s, principal, conversation_id))
         if drop_last_turn:  # regenerate: the turn being replaced is not in the prompt
             stored = stored[:-2]
         retrieved, retrieval_ms = self.knowledge.retrieve(
@@ -320,7 +323,7 @@ class ChatService:
                 s.add(conv)
                 s.flush()
             else:
-                conv = self._owned(s, principal, prepared.conversation_id)
+                conv = owned_conversation(s, principal, prepared.conversation_id)
                 conv.updated_at = now
             s.add(
                 Message(
@@ -357,7 +360,7 @@ class ChatService:
         that turn. The old turn is replaced in the transaction that stores the new one, so an
         engine failure or a stop leaves the conversation exactly as it was."""
         with self.db.session() as s:
-            last = self._owned(s, principal, conversation_id).messages[-2:]
+            last = owned_conversation(s, principal, conversation_id).messages[-2:]
             if len(last) < 2 or [m.role for m in last] != ["user", "assistant"]:
                 raise ChatError("empty", "this conversation has no answer to regenerate")
             question, old_ids = last[0].content, tuple(m.id for m in last)

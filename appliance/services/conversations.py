@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 
 from appliance.auth import Principal
-from appliance.db.models import AuditEvent, Conversation, Feedback, Message
+from appliance.db.models import AuditEvent, Feedback, Message
 from appliance.db.session import Database
-from appliance.services.chat import ChatError, ChatEvent, ChatService
+from appliance.services.chat import ChatError, ChatEvent, ChatService, owned_conversation
 from engine.base import EngineError
 
 MAX_TITLE = 200
@@ -92,12 +92,6 @@ class ConversationService:
         self.db = db
         self.chat = chat
 
-    def _owned(self, s, principal: Principal, conversation_id: int) -> Conversation:  # noqa: ANN001
-        conv = s.get(Conversation, conversation_id)
-        if conv is None or conv.user_id != principal.user_id:
-            raise ChatError("not_found", f"conversation {conversation_id} not found")
-        return conv
-
     # ---- reading --------------------------------------------------------------------------
 
     def list(self, principal: Principal) -> list[dict]:
@@ -106,7 +100,7 @@ class ConversationService:
 
     def turns(self, principal: Principal, conversation_id: int) -> list[Turn]:
         with self.db.session() as s:
-            conv = self._owned(s, principal, conversation_id)
+            conv = owned_conversation(s, principal, conversation_id)
             ratings = dict(
                 s.execute(
                     select(Feedback.message_id, Feedback.rating)
@@ -145,13 +139,13 @@ class ConversationService:
         if len(title) > MAX_TITLE:
             raise ChatError("too_long", f"a name has at most {MAX_TITLE} characters")
         with self.db.session() as s:
-            self._owned(s, principal, conversation_id).title = title
+            owned_conversation(s, principal, conversation_id).title = title
         return title
 
     def delete(self, principal: Principal, conversation_id: int) -> None:
         """Delete a conversation with its messages and their feedback; audited."""
         with self.db.session() as s:
-            conv = self._owned(s, principal, conversation_id)
+            conv = owned_conversation(s, principal, conversation_id)
             s.delete(conv)
             s.add(
                 AuditEvent(
@@ -176,7 +170,7 @@ class ConversationService:
             msg = s.get(Message, message_id)
             if msg is None or msg.role != "assistant":
                 raise ChatError("not_found", f"answer {message_id} not found")
-            self._owned(s, principal, msg.conversation_id)
+            owned_conversation(s, principal, msg.conversation_id)
             row = s.scalar(
                 select(Feedback).where(
                     Feedback.message_id == message_id, Feedback.user_id == principal.user_id
