@@ -75,7 +75,11 @@ def build_chat_page(conversations: ConversationService, auth: AuthService) -> gr
         sent = c.send.click(h.respond, ask_inputs, turn)
         submitted = c.question.submit(h.respond, ask_inputs, turn)
         again = c.regenerate.click(h.regenerate, [c.conv, c.question, c.lang], turn)
-        c.stop.click(h.stopped, [c.chatbot, c.lang], [c.chatbot], cancels=[sent, submitted, again])
+        # cancel first, then say so: a note written while the answer still streams could be
+        # overwritten by the answer's next update
+        c.stop.click(None, cancels=[sent, submitted, again]).then(
+            h.stopped, [c.chatbot, c.lang], [c.chatbot]
+        )
 
         c.keys.wire(c.lang)
         c.chatbot.like(h.like, [c.ids, c.lang], [c.rated, c.feedback_status])
