@@ -6,7 +6,8 @@ Nothing happens at import; everything starts here, in order.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -40,8 +41,12 @@ class Appliance:
     ordering: ContextOrdering
     chat: ChatService
     first_admin_password: str | None = None
+    # stopped by close(), before the engine and the database (e.g. the admin metrics sampler)
+    on_close: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:
+        for stop in self.on_close:
+            stop()
         self.engine.close()
         self.db.dispose()
 
@@ -142,8 +147,9 @@ def build_appliance(
         strategies=ordering.names(),
         max_new_tokens_cap=8192,
     )
-    chat = ChatService(db, knowledge, engine, config.chat, settings, ordering)
-    chat.metrics = AppMetrics(engine)  # the app's own /metrics: retrieval, turns, errors
+    chat = ChatService(
+        db, knowledge, engine, config.chat, settings, ordering, metrics=AppMetrics(engine)
+    )
     return Appliance(
         config, db, auth, engine, knowledge, ingest, settings, ordering, chat, password
     )

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from appliance.app_metrics import AppMetrics
 from appliance.auth import Principal
 from appliance.config import ChatConfig
 from appliance.db.models import Conversation, Message
@@ -98,9 +99,6 @@ class _Prepared:
 
 
 class ChatService:
-    # the app's Prometheus metrics (appliance.app_metrics.AppMetrics), set by build_appliance
-    metrics = None
-
     def __init__(
         self,
         db: Database,
@@ -109,7 +107,10 @@ class ChatService:
         chat: ChatConfig,
         settings: SettingsService,
         ordering: ContextOrdering,
+        metrics: AppMetrics | None = None,
     ) -> None:
+        # the app's Prometheus metrics: retrieval latency, turns, errors by kind
+        self.metrics = metrics
         self.db = db
         self.knowledge = knowledge
         self.engine = engine

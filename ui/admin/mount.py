@@ -37,6 +37,7 @@ def mount_admin(app: FastAPI, appliance: Appliance) -> None:
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     console.sampler.start()
+    appliance.on_close.append(console.sampler.stop)
     app.state.admin_console = console  # tests and shutdown reach the sampler here
     gr.mount_gradio_app(
         app,
