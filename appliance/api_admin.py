@@ -7,6 +7,8 @@ of the router itself, so every endpoint answers 401 without a valid token and 40
 signed-in non-admin, before any work.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Annotated, Any
 
@@ -77,8 +79,13 @@ def bearer_admin(auth: AuthService):  # noqa: ANN201
     return admin
 
 
-def _bad(exc: Exception) -> HTTPException:
-    return HTTPException(400, str(exc))
+@contextmanager
+def _refused(*errors: type[Exception], status: int = 400) -> Iterator[None]:
+    """A service's refusal (one of ``errors``) becomes an HTTP error carrying its message."""
+    try:
+        yield
+    except errors as exc:
+        raise HTTPException(status, str(exc)) from exc
 
 
 def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRouter:
@@ -101,32 +108,24 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
     ) -> list[dict]:
         # read one byte past the limit: the ingest service then refuses the file by name
         uploads = [Upload(f.filename or "upload", f.file.read(max_upload_bytes + 1)) for f in files]
-        try:
+        with _refused(AdminError):
             return [asdict(r) for r in docs.upload(uploads, collection, who.username)]
-        except AdminError as exc:
-            raise _bad(exc) from exc
 
     @router.delete("/documents/{document_id}")
     def delete_document(document_id: int, who: Admin) -> dict:
-        try:
+        with _refused(AdminError, status=404):
             docs.delete(document_id, who.username)
-        except AdminError as exc:
-            raise HTTPException(404, str(exc)) from exc
         return {"ok": True}
 
     @router.post("/documents/{document_id}/reindex")
     def reindex(document_id: int, who: Admin) -> dict:
-        try:
+        with _refused(AdminError, status=404):
             return {"chunks": docs.reindex(document_id, who.username)}
-        except AdminError as exc:
-            raise HTTPException(404, str(exc)) from exc
 
     @router.post("/documents/{document_id}/move")
     def move(document_id: int, body: MoveBody, who: Admin) -> dict:
-        try:
+        with _refused(AdminError):
             docs.move(document_id, body.collection, who.username)
-        except AdminError as exc:
-            raise _bad(exc) from exc
         return {"ok": True}
 
     @router.get("/collections")
@@ -135,24 +134,18 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
 
     @router.post("/collections/rename")
     def rename(body: RenameBody, who: Admin) -> dict:
-        try:
+        with _refused(AdminError):
             return {"documents": docs.rename_collection(body.old, body.new, who.username)}
-        except AdminError as exc:
-            raise _bad(exc) from exc
 
     @router.delete("/collections/{name}")
     def delete_collection(name: str, who: Admin) -> dict:
-        try:
+        with _refused(AdminError):
             return {"documents": docs.delete_collection(name, who.username)}
-        except AdminError as exc:
-            raise _bad(exc) from exc
 
     @router.get("/chunks")
     def search(q: str, k: int = 10, collection: str = "") -> list[dict]:
-        try:
+        with _refused(AdminError):
             return docs.search_chunks(q, k, collection or None)
-        except AdminError as exc:
-            raise _bad(exc) from exc
 
     @router.get("/ingestion-runs")
     def ingestion_runs(limit: int = 200) -> list[dict]:
@@ -166,33 +159,27 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
 
     @router.post("/users")
     def create_user(body: UserBody, who: Admin) -> dict:
-        try:
+        with _refused(AdminError):
             password = users.create(
                 who.username, body.username, body.password, body.role, body.collections
             )
-        except AdminError as exc:
-            raise _bad(exc) from exc
         return {"username": body.username.strip(), "password": password}
 
     @router.patch("/users/{username}")
     def patch_user(username: str, body: UserPatch, who: Admin) -> dict:
-        try:
+        with _refused(AdminError):
             if body.disabled is not None:
                 users.set_disabled(who.username, username, body.disabled)
             if body.role is not None:
                 users.set_role(who.username, username, body.role)
             if body.collections is not None:
                 users.set_collections(who.username, username, body.collections)
-        except AdminError as exc:
-            raise _bad(exc) from exc
         return {"ok": True}
 
     @router.post("/users/{username}/password")
     def reset_password(username: str, body: PasswordBody, who: Admin) -> dict:
-        try:
+        with _refused(AdminError):
             return {"password": users.reset_password(who.username, username, body.password)}
-        except AdminError as exc:
-            raise _bad(exc) from exc
 
     @router.get("/api-keys")
     def api_keys() -> list[dict]:
@@ -200,17 +187,13 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
 
     @router.post("/api-keys")
     def create_key(body: KeyBody, who: Admin) -> dict:
-        try:
+        with _refused(AdminError):
             return {"key": users.create_key(who.username, body.username, body.name)}
-        except AdminError as exc:
-            raise _bad(exc) from exc
 
     @router.delete("/api-keys/{key_id}")
     def revoke_key(key_id: int, who: Admin) -> dict:
-        try:
+        with _refused(AdminError, status=404):
             users.revoke_key(who.username, key_id)
-        except AdminError as exc:
-            raise HTTPException(404, str(exc)) from exc
         return {"ok": True}
 
     # ---- engine, planner, settings ---------------------------------------------------------
@@ -230,15 +213,13 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
 
     @router.post("/engine/flush-cache")
     def flush_cache(who: Admin) -> dict:
-        try:
+        with _refused(EngineError, status=502):
             console.engine.flush_cache(who.username)
-        except EngineError as exc:
-            raise HTTPException(502, str(exc)) from exc
         return {"ok": True}
 
     @router.post("/planner")
     def planner(body: PlanBody) -> dict:
-        try:
+        with _refused(PlanError):
             plan = plan_capacity(
                 body.gpu,
                 body.gpu_count,
@@ -247,8 +228,6 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
                 body.model_dir,
                 body.concurrency,
             )
-        except PlanError as exc:
-            raise _bad(exc) from exc
         return asdict(plan)
 
     @router.get("/settings")
@@ -257,10 +236,8 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
 
     @router.put("/settings")
     def put_settings(changes: dict[str, Any], who: Admin) -> dict:
-        try:
+        with _refused(SettingsError):
             return asdict(console.settings.update(who.username, changes))
-        except SettingsError as exc:
-            raise _bad(exc) from exc
 
     # ---- audit and analytics --------------------------------------------------------------
 
@@ -271,13 +248,11 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
         limit: int = 500,
         format: str = "json",  # noqa: A002
     ) -> Response | list[dict]:
-        try:
+        with _refused(ValueError):
             if format == "csv":
                 headers = {"Content-Disposition": 'attachment; filename="audit.csv"'}
                 return Response(console.audit.csv(category, actor), 200, headers, "text/csv")
             return console.audit.query(category, actor, limit)
-        except ValueError as exc:
-            raise _bad(exc) from exc
 
     @router.get("/analytics")
     def analytics(days: int = 30) -> dict:

@@ -100,3 +100,12 @@ def metric_value(text: str, name: str, suffix: str = "") -> float:
     match = re.search(pattern, text, re.MULTILINE)
     assert match, f"{name}{suffix} is missing from /metrics"
     return float(match.group(1))
+
+
+def api_login(client, appliance, name: str) -> dict:  # noqa: ANN001
+    """Bearer headers for ``name`` (created on first use) from ``/api/login`` on ``client``."""
+    if appliance.auth.principal_for(name) is None:
+        appliance.auth.create_user(name, "password-789")
+    token = client.post("/api/login", json={"username": name, "password": "password-789"})
+    assert token.status_code == 200
+    return {"authorization": f"Bearer {token.json()['token']}"}

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from fastapi.testclient import TestClient
+from servers import api_login as login
 
 from appliance.api import build_api
 
@@ -13,14 +14,6 @@ from appliance.api import build_api
 @pytest.fixture(scope="module")
 def client(appliance):  # noqa: ANN001, ANN201
     return TestClient(build_api(appliance.auth, appliance.chat, appliance.engine))
-
-
-def login(client: TestClient, appliance, name: str) -> dict:  # noqa: ANN001
-    if appliance.auth.principal_for(name) is None:
-        appliance.auth.create_user(name, "password-789")
-    token = client.post("/api/login", json={"username": name, "password": "password-789"})
-    assert token.status_code == 200
-    return {"authorization": f"Bearer {token.json()['token']}"}
 
 
 def sse_events(response) -> list[dict]:  # noqa: ANN001

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
+from servers import api_login as login
 
 from appliance.api import build_api
 
@@ -12,14 +13,6 @@ from appliance.api import build_api
 @pytest.fixture(scope="module")
 def client(appliance):  # noqa: ANN001, ANN201
     return TestClient(build_api(appliance.auth, appliance.chat, appliance.engine))
-
-
-def login(client: TestClient, appliance, name: str) -> dict:  # noqa: ANN001
-    if appliance.auth.principal_for(name) is None:
-        appliance.auth.create_user(name, "password-789")
-    token = client.post("/api/login", json={"username": name, "password": "password-789"})
-    assert token.status_code == 200
-    return {"authorization": f"Bearer {token.json()['token']}"}
 
 
 def test_manage_a_conversation_over_http(client: TestClient, appliance) -> None:  # noqa: ANN001
