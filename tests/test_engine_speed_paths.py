@@ -109,3 +109,36 @@ def test_peer_workload_over_http_reports_exact_reuse(base: str, model_dir) -> No
     # the shared-prefix phase: after the first request, the others reuse the whole prefix
     per_request = sorted(s.cached_tokens for s in result.shared.served)
     assert per_request[-1] >= shared
+
+
+def test_fused_runner_matches_stock_transformers(model_dir) -> None:  # noqa: ANN001
+    """The fused forward, over the KV pool in chunks and packed with a decode row, gives the
+    logits of transformers' own full-sequence forward (float32)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from engine.embedded.attention import Segment, make_plan
+    from engine.embedded.fused import FusedLlama, fusable
+
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    a = tok("The VPN policy says every laptop needs a hardware token, and")["input_ids"]
+    b = tok("Expense reports are due on the fifth working day of each month")["input_ids"]
+    with torch.inference_mode():
+        ref_a = model(torch.tensor([a])).logits[0, -1]
+        ref_b = model(torch.tensor([b + [a[0]]])).logits[0, -1]
+    assert fusable(model)
+    cfg = model.config
+    pool = KVPool(cfg.num_hidden_layers, 2, cfg.num_key_value_heads, cfg.head_dim, torch.float32)
+    runner = FusedLlama(model)
+    cut = len(a) // 2
+    runner.step(a[:cut], make_plan(pool, 0, [Segment(1, 0, cut)]), [cut - 1])
+    runner.step(b, make_plan(pool, 0, [Segment(0, 0, len(b))]), [len(b) - 1])
+    # row 0 decodes one token while row 1 finishes its prompt: one packed step
+    tokens = [a[0]] + a[cut:]
+    plan = make_plan(pool, 1, [Segment(1, cut, len(a) - cut)])
+    logits = runner.step(tokens, plan, [0, len(tokens) - 1])
+    assert pool.lengths == [len(b) + 1, len(a)]
+    assert torch.allclose(logits[0], ref_b, atol=2e-4)
+    assert torch.allclose(logits[1], ref_a, atol=2e-4)
+    with torch.inference_mode():  # the stock forward on the re-bound (fused) weights
+        assert torch.allclose(model(torch.tensor([a])).logits[0, -1], ref_a, atol=1e-5)

@@ -82,14 +82,26 @@ def pool_attention(
     dropout: float = 0.0,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
-    """``query`` ``[1, Hq, N, D]``, ``key``/``value`` ``[1, Hkv, N, D]`` (new tokens only);
-    returns ``[1, N, Hq, D]``."""
-    plan: StepPlan = kwargs["pool_plan"]
-    layer = module.layer_idx
+    """transformers' attention hook: ``query`` ``[1, Hq, N, D]``, ``key``/``value``
+    ``[1, Hkv, N, D]`` (new tokens only); returns ``[1, N, Hq, D]``."""
+    dim = query.shape[3]
+    scale = scaling if scaling is not None else dim**-0.5
+    return attend(kwargs["pool_plan"], module.layer_idx, query, key, value, scale), None
+
+
+def attend(
+    plan: StepPlan,
+    layer: int,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Store the new tokens' KV of ``layer`` in their slots and attend; shapes as in
+    ``pool_attention`` (views are fine)."""
     cache_k, cache_v = plan.pool.keys[layer], plan.pool.values[layer]
     hq, n_tokens, dim = query.shape[1], query.shape[2], query.shape[3]
     hkv = key.shape[1]
-    scale = scaling if scaling is not None else dim**-0.5
     out = query.new_empty((1, n_tokens, hq, dim))
     n = plan.n_decode
     if n:
@@ -126,7 +138,7 @@ def pool_attention(
         if seg.count > SHORT_SEGMENT:
             out[0, offset : offset + seg.count] = ctx[0].transpose(0, 1)
         offset += seg.count
-    return out, None
+    return out
 
 
 def _short_segment(
@@ -171,8 +183,13 @@ def run_step(model: torch.nn.Module, tokens: list[int], plan: StepPlan, keep: li
         logits_to_keep=torch.tensor(keep, dtype=torch.long),
         pool_plan=plan,
     )
+    advance(plan)
+    return out.logits[0]
+
+
+def advance(plan: StepPlan) -> None:
+    """After a step's forward: every row it wrote is that much longer."""
     for i in range(plan.n_decode):
         plan.pool.lengths[i] += 1
     for seg in plan.segments:
         plan.pool.lengths[seg.slot] = seg.start + seg.count
-    return out.logits[0]

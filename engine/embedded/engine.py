@@ -3,6 +3,7 @@ scheduler with a token-level radix cache of prompt-prefix KV (see ``scheduler.py
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Iterator
@@ -19,6 +20,8 @@ from engine.base import (
     StreamItem,
 )
 from engine.embedded.attention import install as install_pool_attention
+from engine.embedded.attention import run_step
+from engine.embedded.fused import FusedLlama, fusable
 from engine.embedded.kv_pool import KVPool
 from engine.embedded.scheduler import Scheduler
 from engine.embedded.sequence import Job
@@ -51,6 +54,7 @@ class EmbeddedEngine:
         max_running: int = 8,
         threads: int = 0,
         profile: str = "cpu",
+        fused: bool = True,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -67,6 +71,13 @@ class EmbeddedEngine:
         self._eos = frozenset(self._eos_ids())
         self._grammar = None  # compiled lazily, on the first request with a JSON schema
         install_pool_attention(self.model)
+        # the fused runner where the model has the Llama shape; transformers' forward otherwise
+        self.runner = "fused" if fused and fusable(self.model) else "transformers"
+        if self.runner == "fused":
+            forward = FusedLlama(self.model).step
+        else:
+            forward = functools.partial(run_step, self.model)
+        log.info("embedded engine: %s runner, %s", self.runner, self._dtype)
         cfg = self.model.config
         pool = KVPool(
             layers=cfg.num_hidden_layers,
@@ -76,7 +87,7 @@ class EmbeddedEngine:
             dtype=self._dtype,
         )
         self._scheduler = Scheduler(
-            self.model,
+            forward,
             self._decode,
             self._eos,
             self.context_length,

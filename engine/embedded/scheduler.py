@@ -19,11 +19,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 
 import torch
 
 from engine.base import EngineBusy, EngineError, Finished, InvalidRequest
-from engine.embedded.attention import Segment, make_plan, run_step
+from engine.embedded.attention import Segment, StepPlan, make_plan
 from engine.embedded.kv_pool import KVPool
 from engine.embedded.radix_cache import RadixKVCache, common_prefix_len, match_length
 from engine.embedded.sequence import Job, Sequence
@@ -48,7 +49,7 @@ COUNTERS = (
 class Scheduler:
     def __init__(
         self,
-        model,  # noqa: ANN001 - a transformers causal LM
+        forward: Callable[[list[int], StepPlan, list[int]], torch.Tensor],
         decode,  # noqa: ANN001 - token ids -> text
         eos: frozenset[int],
         context_length: int,
@@ -57,7 +58,7 @@ class Scheduler:
         max_queue: int,
         pool: KVPool,
     ) -> None:
-        self.model = model
+        self.forward = forward  # one packed step: (tokens, plan, keep) -> logits
         self.decode = decode
         self.eos = eos
         self.context_length = context_length
@@ -211,7 +212,7 @@ class Scheduler:
         for seg, seq in zip(segments, owners, strict=True):
             tokens += seq.job.ids[seg.start : seg.start + seg.count]
             keep.append(len(tokens) - 1)
-        logits = run_step(self.model, tokens, make_plan(self.pool, n, segments), keep)
+        logits = self.forward(tokens, make_plan(self.pool, n, segments), keep)
         done: list[Sequence] = []
         for row, seq in enumerate(self.decoding):
             seq.fed.append(seq.pending)

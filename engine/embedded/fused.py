@@ -1,0 +1,139 @@
+"""A fused forward pass for Llama-family models over the slot KV pool.
+
+transformers' generic forward runs three projections for q, k and v, two for the MLP's gate and
+up, and about forty small tensor ops per layer. On two CPU cores each op costs tens of
+microseconds of dispatch, which is most of a decode step. This runner computes the same
+function with one QKV and one gate-up matrix multiply per layer and fewer elementwise ops:
+- the QKV (and gate-up) weights are concatenated once, and the model's own ``q_proj``/``k_proj``/
+  ``v_proj`` (``gate_proj``/``up_proj``) weights become views of them, so memory is not doubled
+  and the stock forward (the fallback, and the reference in tests) still works;
+- rotary embeddings come from the model's own rotary module (so rope scaling variants hold);
+- RMSNorm computes in float32 like transformers' ``LlamaRMSNorm``;
+- attention is ``attention.attend`` over the pool, as on the stock path.
+
+Only models whose layers have exactly the Llama shape are fused (``fusable``); any other model
+runs the stock forward.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from engine.embedded.attention import StepPlan, advance, attend, positions
+
+FUSABLE_TYPES = frozenset({"llama", "mistral", "qwen2"})
+
+
+def fusable(model: torch.nn.Module) -> bool:
+    """True when ``model`` is a Llama-shaped causal LM this runner computes exactly."""
+    cfg = model.config
+    if getattr(cfg, "model_type", None) not in FUSABLE_TYPES:
+        return False
+    if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "mlp_bias", False):
+        return False
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    if not layers or getattr(model, "lm_head", None) is None:
+        return False
+    attn = layers[0].self_attn
+    # qwen2 has q/k/v biases (fused too); an o_proj bias or extra norms are not handled
+    return attn.o_proj.bias is None and not hasattr(attn, "q_norm")
+
+
+def _fuse(parts: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Concatenate the weights (and biases) of ``parts`` and rebind each module's parameters to
+    views of the result, so the fused matrix is the only copy."""
+    weight = torch.cat([p.weight.detach() for p in parts])
+    has_bias = [p.bias is not None for p in parts]
+    bias = None
+    if any(has_bias):
+        bias = torch.cat(
+            [
+                p.bias.detach() if p.bias is not None else weight.new_zeros(p.out_features)
+                for p in parts
+            ]
+        )
+    row = 0
+    for p in parts:
+        rows = p.out_features
+        p.weight = torch.nn.Parameter(weight[row : row + rows], requires_grad=False)
+        if p.bias is not None:
+            p.bias = torch.nn.Parameter(bias[row : row + rows], requires_grad=False)
+        row += rows
+    return weight, bias
+
+
+class _Layer:
+    def __init__(self, layer: torch.nn.Module) -> None:
+        attn, mlp = layer.self_attn, layer.mlp
+        self.qkv, self.qkv_bias = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
+        self.splits = [attn.q_proj.out_features, attn.k_proj.out_features]
+        self.splits.append(attn.v_proj.out_features)
+        self.o = attn.o_proj.weight
+        self.gate_up, _ = _fuse([mlp.gate_proj, mlp.up_proj])
+        self.down = mlp.down_proj.weight
+        self.norm_in = layer.input_layernorm.weight
+        self.norm_post = layer.post_attention_layernorm.weight
+        self.scale = float(attn.scaling)
+
+
+def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    # float32 statistics, then back to the activations' dtype, as LlamaRMSNorm does
+    return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``x`` ``[N, H, D]``; ``cos``/``sin`` ``[N, 1, D]`` (halves repeated, as transformers)."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return torch.addcmul(x * cos, rotated, sin)
+
+
+class FusedLlama:
+    """Runs packed steps (see ``attention.py``) for a fusable model. Not thread-safe: the
+    scheduler thread is its only user."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        inner = model.model
+        cfg = model.config
+        self.embed = inner.embed_tokens.weight
+        self.rotary = inner.rotary_emb
+        self.norm = inner.norm.weight
+        self.eps = float(getattr(cfg, "rms_norm_eps", 1e-6))
+        self.lm_head = model.lm_head.weight
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.q_heads = cfg.num_attention_heads
+        self.kv_heads = cfg.num_key_value_heads
+        self.layers = [_Layer(layer) for layer in inner.layers]
+
+    @torch.inference_mode()
+    def step(self, tokens: list[int], plan: StepPlan, keep: list[int]) -> torch.Tensor:
+        """One packed forward; returns logits ``[len(keep), vocab]`` for the token indices
+        ``keep``, and advances the pool rows it wrote."""
+        n, d = len(tokens), self.head_dim
+        h = F.embedding(torch.tensor(tokens), self.embed)  # [N, hidden]
+        cos, sin = self.rotary(h, positions(plan))  # [1, N, D]
+        cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)
+        for index, layer in enumerate(self.layers):
+            x = _rms(h, layer.norm_in, self.eps)
+            qkv = F.linear(x, layer.qkv, layer.qkv_bias)
+            q, k, v = qkv.split(layer.splits, dim=-1)
+            q = _rope(q.view(n, self.q_heads, d), cos, sin)
+            k = _rope(k.view(n, self.kv_heads, d), cos, sin)
+            v = v.view(n, self.kv_heads, d)
+            out = attend(
+                plan,
+                index,
+                q.transpose(0, 1).unsqueeze(0),
+                k.transpose(0, 1).unsqueeze(0),
+                v.transpose(0, 1).unsqueeze(0),
+                layer.scale,
+            )  # [1, N, Hq, D]
+            h = h + F.linear(out.view(n, self.q_heads * d), layer.o)
+            x = _rms(h, layer.norm_post, self.eps)
+            gate, up = F.linear(x, layer.gate_up).chunk(2, dim=-1)
+            h = h + F.linear(F.silu(gate) * up, layer.down)
+        h = _rms(h[keep], self.norm, self.eps)
+        advance(plan)
+        return F.linear(h, self.lm_head)
