@@ -4,10 +4,16 @@
 
 Auth is a per-user API key (``Authorization: Bearer sk-...``). The last ``user`` message is
 the question; retrieval, prompt assembly and storage are the chat page's (``ChatService``), so
-a call is a turn in one of the key owner's conversations: a new one, or the one named by the
-extra body field ``conversation_id`` (the previous turns then come from the stored
-conversation, replayed byte-identically for the prefix cache; earlier ``messages`` in the
-request are not re-read). Extra response fields: ``citations`` (numbered sources) and
+a call is a turn in one of the key owner's conversations:
+- the one named by the extra body field ``conversation_id``;
+- else, when the request carries earlier user/assistant messages (clients resend the whole
+  chat on every call), the owner's conversation with exactly those turns;
+- else a new one.
+Previous turns always come from the stored conversation, replayed byte-identically for the
+prefix cache (it holds the documents each turn was given, which the client never saw). Earlier
+messages that match no stored conversation start a new one, without that history, and the
+response says so in ``history``: ``"continued"``, ``"new"`` or ``"unmatched"``.
+Extra response fields: ``citations`` (numbered sources) and
 ``conversation_id``; in a stream they ride on the first chunk (``citations``) and the last
 (``conversation_id`` and ``usage``). Errors use OpenAI's ``{"error": {...}}`` shape.
 """
@@ -74,6 +80,19 @@ def question_of(messages: list[ChatMessage]) -> str:
     raise OpenAIError(400, "messages must contain a user message", "invalid_request_error")
 
 
+def earlier_turns(messages: list[ChatMessage]) -> list[tuple[str, str]] | None:
+    """The (question, answer) pairs before the last user message; None when those messages
+    are not alternating user/assistant turns (system messages are skipped)."""
+    last = max(i for i, m in enumerate(messages) if m.role == "user")
+    chat = [m for m in messages[:last] if m.role != "system"]
+    if len(chat) % 2 or any(
+        m.role != ("user" if i % 2 == 0 else "assistant") for i, m in enumerate(chat)
+    ):
+        return None
+    pairs = zip(chat[::2], chat[1::2], strict=True)
+    return [(_text(q.content), _text(a.content)) for q, a in pairs]
+
+
 def usage(stats: GenerationStats) -> dict:
     return {
         "prompt_tokens": stats.prompt_tokens,
@@ -96,7 +115,9 @@ def _chat_error(exc: ChatError) -> OpenAIError:
     return OpenAIError(status, str(exc), kind, headers)
 
 
-def _stream(events: Iterator[ChatEvent], rid: str, gone: threading.Event) -> Iterator[str]:
+def _stream(
+    events: Iterator[ChatEvent], rid: str, history: str, gone: threading.Event
+) -> Iterator[str]:
     created = int(time.time())
     base = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID}
     try:
@@ -119,6 +140,7 @@ def _stream(events: Iterator[ChatEvent], rid: str, gone: threading.Event) -> Ite
                         "choices": [choice],
                         "usage": usage(event.stats),
                         "conversation_id": event.conversation_id,
+                        "history": history,
                     }
                 )
             elif isinstance(event, ErrorEvent):
@@ -130,7 +152,7 @@ def _stream(events: Iterator[ChatEvent], rid: str, gone: threading.Event) -> Ite
     yield DONE
 
 
-def _complete(events: Iterator[ChatEvent], rid: str) -> JSONResponse:
+def _complete(events: Iterator[ChatEvent], rid: str, history: str) -> JSONResponse:
     citations: list[dict] = []
     for event in events:
         if isinstance(event, RetrievalEvent):
@@ -152,6 +174,7 @@ def _complete(events: Iterator[ChatEvent], rid: str) -> JSONResponse:
                     "usage": usage(event.stats),
                     "citations": citations,
                     "conversation_id": event.conversation_id,
+                    "history": history,
                 }
             )
     return JSONResponse({"error": {"message": "no answer", "type": "internal"}}, 500)
@@ -183,15 +206,22 @@ def build_openai_router(
     @router.post("/v1/chat/completions", response_model=None)
     def completions(body: CompletionBody, owner: Owner) -> Response:
         question = question_of(body.messages)
+        conversation_id, history = body.conversation_id, "continued"
+        if conversation_id is None:
+            turns = earlier_turns(body.messages)
+            if turns:
+                conversation_id = conversations.find_by_history(owner, turns)
+            history = "new" if turns == [] else "continued" if conversation_id else "unmatched"
         try:
-            events = conversations.ask(owner, question, body.conversation_id)
+            events = conversations.ask(owner, question, conversation_id)
         except ChatError as exc:
             raise _chat_error(exc) from exc
         rid = f"chatcmpl-{uuid.uuid4().hex}"
         if body.stream:
             gone = threading.Event()
-            return ClosingStreamingResponse(_stream(events, rid, gone), on_disconnect=gone.set)
-        return _complete(events, rid)
+            stream = _stream(events, rid, history, gone)
+            return ClosingStreamingResponse(stream, on_disconnect=gone.set)
+        return _complete(events, rid, history)
 
     return router
 

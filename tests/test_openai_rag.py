@@ -82,3 +82,36 @@ def test_keys_are_checked(base: str, keys, appliance) -> None:  # noqa: ANN001
         assert [m.id for m in oai.models.list().data] == ["rag-appliance"]
         with pytest.raises(openai.BadRequestError):
             oai.chat.completions.create(model="m", messages=[{"role": "system", "content": "x"}])
+
+
+def test_a_client_that_resends_the_chat_continues_its_conversation(base: str, keys) -> None:  # noqa: ANN001
+    """The usual OpenAI client pattern: no conversation id, the whole chat on every call."""
+    mine, theirs = keys
+    first_q = "Who approves travel expenses?"
+    with client_for(base, mine) as oai:
+        first = oai.chat.completions.create(
+            model="rag-appliance", messages=[{"role": "user", "content": first_q}]
+        )
+        conv = first.model_extra["conversation_id"]
+        assert first.model_extra["history"] == "new"
+        chat = [
+            {"role": "system", "content": "You are helpful."},
+            {"role": "user", "content": first_q},
+            {"role": "assistant", "content": first.choices[0].message.content},
+            {"role": "user", "content": "And by when must receipts be filed?"},
+        ]
+        second = oai.chat.completions.create(model="rag-appliance", messages=chat)
+        assert second.model_extra["conversation_id"] == conv
+        assert second.model_extra["history"] == "continued"
+        # the stored first turn (with its documents) is replayed: the engine has it cached
+        assert second.usage.prompt_tokens_details.cached_tokens > first.usage.prompt_tokens // 2
+
+        edited = [*chat[:2], {"role": "assistant", "content": "Something else."}, chat[3]]
+        third = oai.chat.completions.create(model="rag-appliance", messages=edited)
+        assert third.model_extra["history"] == "unmatched"
+        assert third.model_extra["conversation_id"] not in (conv, None)
+    # the same chat sent with another user's key never reaches this user's conversation
+    with client_for(base, theirs) as oai:
+        other = oai.chat.completions.create(model="rag-appliance", messages=chat)
+    assert other.model_extra["history"] == "unmatched"
+    assert other.model_extra["conversation_id"] != conv

@@ -14,13 +14,15 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 
 from appliance.auth import Principal
-from appliance.db.models import AuditEvent, Feedback, Message
+from appliance.db.models import AuditEvent, Conversation, Feedback, Message
 from appliance.db.session import Database
 from appliance.services.chat import ChatError, ChatEvent, ChatService, owned_conversation
 from engine.base import EngineError
 
 MAX_TITLE = 200
 MAX_COMMENT = 2000
+# conversations checked turn by turn when matching a client-sent history
+MAX_HISTORY_CANDIDATES = 20
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,34 @@ class ConversationService:
                     )
                     pending = None
             return out
+
+    def find_by_history(self, principal: Principal, history: list[tuple[str, str]]) -> int | None:
+        """The user's most recent conversation whose turns are exactly ``history`` (question,
+        answer pairs, compared without surrounding whitespace), or None. Lets a client that
+        resends the whole chat each call (the usual OpenAI pattern) continue its conversation.
+        """
+        if not history:
+            return None
+        last_answer = history[-1][1].strip()
+        with self.db.session() as s:
+            # candidates: conversations whose stored answers include the last one (a short list)
+            candidates = s.scalars(
+                select(Message.conversation_id)
+                .join(Conversation, Conversation.id == Message.conversation_id)
+                .where(
+                    Conversation.user_id == principal.user_id,
+                    Message.role == "assistant",
+                    Message.content.in_([last_answer, history[-1][1]]),
+                )
+                .order_by(Message.id.desc())
+                .limit(MAX_HISTORY_CANDIDATES)
+            ).all()
+        want = [(q.strip(), a.strip()) for q, a in history]
+        for conv_id in dict.fromkeys(candidates):  # most recent first, each once
+            turns = self.turns(principal, conv_id)
+            if [(t.question.strip(), t.answer.strip()) for t in turns] == want:
+                return conv_id
+        return None
 
     # ---- changing -------------------------------------------------------------------------
 
