@@ -80,6 +80,9 @@ class EngineInfo:
     context_length: int
     profile: str
     dtype: str
+    # prefix-cache granularity: a shared prefix is reused in whole pages of this many tokens
+    # (1: every shared token; SGLang's ``--page-size``; vLLM's block size)
+    cache_page_tokens: int = 1
 
 
 class EngineError(RuntimeError):

@@ -185,6 +185,11 @@ def test_health_info_and_metrics(backend: Backend) -> None:
     assert backend.engine.health() is True
     info = backend.engine.info()
     assert info.context_length > 0 and info.model
+    # the cache granularity the ordering and prompt layout align to (SGLang: its page size;
+    # the embedded engine, also through its SGLang-compatible server: every token)
+    assert info.cache_page_tokens >= 1
+    if backend.name != "sglang":
+        assert info.cache_page_tokens == 1
     metrics = backend.engine.metrics()
     # the embedded engine leaves the two rates to its server (they need scrape history)
     server_side = {"token_usage", "gen_throughput"} if backend.name == "embedded" else set()

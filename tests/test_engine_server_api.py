@@ -133,6 +133,7 @@ def test_health_and_info_endpoints(http: httpx.Client, engine, model_dir: Path) 
         assert info["max_queued_requests"] == engine.max_queue
         assert info["max_total_num_tokens"] > 0
         assert info["served_model_name"] == MODEL
+        assert info["page_size"] == 1  # SGLang's name for the prefix-cache granularity
 
 
 def test_flush_cache_empties_the_prefix_cache(http: httpx.Client, engine) -> None:  # noqa: ANN001

@@ -142,6 +142,7 @@ class EmbeddedEngine:
             context_length=self.context_length,
             profile=self.profile,
             dtype=str(self._dtype).removeprefix("torch."),
+            cache_page_tokens=1,  # the radix cache matches token by token
         )
 
     def metrics(self) -> dict[str, float]:

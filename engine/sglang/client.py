@@ -176,6 +176,8 @@ class SGLangEngine:
             context_length=int(context or 0),
             profile=self.profile,
             dtype=str(server.get("dtype", "auto")),
+            # ``page_size`` is null when SGLang picks its attention backend's default (1)
+            cache_page_tokens=int(server.get("page_size") or 1),
         )
 
     def metrics(self) -> dict[str, float]:

@@ -108,6 +108,7 @@ def build_control_router(
             "backend": info.backend,
             "profile": info.profile,
             "dtype": info.dtype,
+            "page_size": info.cache_page_tokens,
             "disable_radix_cache": False,
             "version": "appliance-embedded",
             "internal_states": [
