@@ -167,7 +167,7 @@ def build_web_app(appliance: Appliance) -> FastAPI:
     from appliance.services.conversations import ConversationService
     from appliance.web_login import gradio_user, install_login
     from ui.admin.mount import mount_admin
-    from ui.chat_page import CSS, build_chat_page, theme
+    from ui.chat_page import CSS, JS, build_chat_page, theme
 
     conversations = ConversationService(appliance.db, appliance.chat)
     app = build_api(appliance.auth, appliance.chat, appliance.engine, conversations)
@@ -181,6 +181,7 @@ def build_web_app(appliance: Appliance) -> FastAPI:
         auth_dependency=gradio_user(appliance.auth),
         theme=theme(),
         css=CSS,
+        js=JS,
         ssr_mode=False,
         footer_links=[],
     )

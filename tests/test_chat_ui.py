@@ -247,6 +247,32 @@ def test_ask_streams_cites_and_shows_the_panel(admin_page, site: Site) -> None: 
     expect(page.locator("#chart svg rect.ttft")).to_have_count(2)
 
 
+def test_a_citation_in_the_answer_opens_its_source(admin_page, site: Site) -> None:  # noqa: ANN001
+    """An answer's [n] is a link: a click opens source n in the list and scrolls to it. The
+    small model cites when it likes, so the stored answer is given a citation first."""
+    from playwright.sync_api import expect
+
+    page = admin_page
+    with site.db() as db:
+        msg_id, citations = db.execute(
+            "SELECT id, citations FROM messages WHERE role='assistant' ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        number = max(c["number"] for c in json.loads(citations))
+        db.execute(
+            "UPDATE messages SET content = content || ? WHERE id = ?", (f" See [{number}].", msg_id)
+        )
+    page.reload()
+    entry = page.locator(f"#sources details#source-{number}")
+    expect(entry).to_have_count(1, timeout=60_000)
+    assert entry.get_attribute("open") is None  # closed until asked for
+    link = page.locator(f"#chatbot a[href='#source-{number}']").last
+    expect(link).to_have_text(f"[{number}]")
+    link.click()
+    expect(entry).to_have_attribute("open", "")
+    expect(entry.locator("mark.chunk")).to_be_visible()
+    assert urlparse(page.url).path == "/"  # the link opened the source, not a new page
+
+
 def test_regenerate_stop_rename_delete(admin_page, site: Site) -> None:  # noqa: ANN001
     from playwright.sync_api import expect
 

@@ -7,7 +7,7 @@ import re
 from appliance.services.conversations import Turn, TurnStats
 from ui.charts import conversation_chart
 from ui.chat.view import conversation_view, error_note
-from ui.format import citations_html, panel_html
+from ui.format import citations_html, link_citations, panel_html
 from ui.i18n import STRINGS, from_accept_language, pick, t
 
 STATS = TurnStats(1000, 750, 25, ttft_ms=400.0, e2e_ms=2800.0, retrieval_ms=12.0, ordering="prefix")
@@ -63,3 +63,19 @@ def test_chart_and_view_of_a_conversation() -> None:
     assert view.message_ids == [None, 11, None, 12] and view.feedback == ["Like", None]
     assert "busy" in error_note("busy", "queue full", "en")
     assert "엔진" in error_note("unavailable", "refused", "ko")
+
+
+def test_answer_citations_link_to_their_sources() -> None:
+    text = "Use the portal [1], not [9]. Code `a[1]` stays.\n```\nb[1]\n```\nAgain [1]."
+    linked = link_citations(text, [1, 2])
+    assert linked.count("[\\[1\\]](#source-1)") == 2
+    assert "[9]" in linked and "`a[1]`" in linked and "b[1]" in linked
+    assert link_citations(linked, [1]) == linked  # a linked answer stays as it is
+    assert link_citations(text, []) == text
+    # in a conversation, the last answer links to the sources list (which is the last turn's)
+    turns = [
+        Turn("q1", "a1 [1]", 11, [CITATION], STATS, 1),
+        Turn("q2", "a2 [1]", 12, [CITATION], STATS, None),
+    ]
+    view = conversation_view(turns, "en")
+    assert [m["content"] for m in view.history][1::2] == ["a1 [1]", "a2 [\\[1\\]](#source-1)"]

@@ -37,6 +37,26 @@ svg.turn-chart rect.ttft { fill: #f59e0b; }
 svg.turn-chart polyline.hit { stroke: #10b981; stroke-width: 2; }
 svg.turn-chart circle.hit { fill: #10b981; }
 svg.turn-chart line.axis { stroke: #d1d5db; }
+.citation.flash summary { background: #fff3b0; transition: background .3s; }
+"""
+
+# runs once on page load: a click on an answer's [n] link opens source n and scrolls to it
+# (capture phase, so the chatbot's own link handling never navigates away)
+JS = """
+() => {
+  document.addEventListener('click', (event) => {
+    const link = event.target.closest && event.target.closest('a[href^="#source-"]');
+    if (!link) return;
+    event.preventDefault();
+    event.stopPropagation();
+    const entry = document.getElementById(link.getAttribute('href').slice(1));
+    if (!entry) return;
+    entry.open = true;
+    entry.scrollIntoView({block: 'center'});
+    entry.classList.add('flash');
+    setTimeout(() => entry.classList.remove('flash'), 1500);
+  }, true);
+}
 """
 
 

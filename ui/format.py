@@ -6,6 +6,7 @@ Everything here escapes what it shows; nothing loads an external asset.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -37,6 +38,28 @@ def citations_html(citations: Iterable[Mapping[str, Any]], lang: str = "en") -> 
     if not items:
         return f"<p class='muted'>{html.escape(t(lang, 'sources.none'))}</p>"
     return "<div class='sources'>" + "".join(items) + "</div>"
+
+
+# code (fenced blocks, inline spans) is shown as written: no links inside it
+_CODE = re.compile(r"(```[\s\S]*?(?:```|$)|`[^`\n]*`)")
+# a bracketed number that is not already a link's text or the start of one
+_CITE = re.compile(r"(?<![\[\\])\[(\d{1,4})\](?![(\[])")
+
+
+def link_citations(answer: str, numbers: Iterable[int]) -> str:
+    """The answer's Markdown with each ``[n]`` that names a listed source turned into a link to
+    it (``#source-n``; the page's script opens and scrolls to the entry)."""
+    known = {int(n) for n in numbers}
+    if not known:
+        return answer
+
+    def link(m: re.Match[str]) -> str:
+        n = int(m.group(1))
+        return f"[\\[{n}\\]](#source-{n})" if n in known else m.group(0)
+
+    parts = _CODE.split(answer)
+    # odd indices are the code pieces the split kept
+    return "".join(p if i % 2 else _CITE.sub(link, p) for i, p in enumerate(parts))
 
 
 def _bar(parts: list[tuple[float, str, str]]) -> str:

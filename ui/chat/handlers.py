@@ -15,7 +15,7 @@ from appliance.services.conversations import ConversationService
 from appliance.web_login import LANG_COOKIE
 from ui.chat.layout import ChatComponents
 from ui.chat.view import conversation_choices, conversation_view, error_note
-from ui.format import citations_html
+from ui.format import citations_html, link_citations
 from ui.i18n import pick, t
 from ui.session import require_principal
 
@@ -136,15 +136,16 @@ class ChatHandlers:
             note = {"role": "assistant", "content": error_note(exc.kind, str(exc), lang)}
             yield [[*shown, note], shown_ids, skip, skip, skip, question, conv_id, skip]
             return
-        answer, sources = "", skip
+        answer, sources, numbers = "", skip, []
         for event in events:
             if isinstance(event, RetrievalEvent):
+                numbers = [x.number for x in event.citations]
                 sources = citations_html([asdict(x) for x in event.citations], lang)
                 thinking = {"role": "assistant", "content": t(lang, "chat.thinking")}
                 yield [[*shown, thinking], shown_ids, sources, skip, skip, question, conv_id, skip]
             elif isinstance(event, DeltaEvent):
                 answer += event.text
-                bubble = {"role": "assistant", "content": answer}
+                bubble = {"role": "assistant", "content": link_citations(answer, numbers)}
                 yield [[*shown, bubble], shown_ids, sources, skip, skip, question, conv_id, skip]
             elif isinstance(event, ErrorEvent):
                 note = {"role": "assistant", "content": error_note(event.kind, event.message, lang)}

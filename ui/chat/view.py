@@ -9,7 +9,7 @@ import gradio as gr
 
 from appliance.services.conversations import Turn
 from ui.charts import conversation_chart
-from ui.format import citations_html, panel_html
+from ui.format import citations_html, link_citations, panel_html
 from ui.i18n import t
 
 
@@ -33,13 +33,15 @@ def conversation_view(turns: list[Turn], lang: str) -> ConversationView:
     of every turn."""
     history: list[dict] = []
     ids: list[int | None] = []
+    last = turns[-1] if turns else None
     for turn in turns:
+        # the sources list shows the last answer's: only its [n] can link there
+        answer = link_citations(turn.answer, cited_numbers(turn)) if turn is last else turn.answer
         history += [
             {"role": "user", "content": turn.question},
-            {"role": "assistant", "content": turn.answer},
+            {"role": "assistant", "content": answer},
         ]
         ids += [None, turn.message_id]
-    last = turns[-1] if turns else None
     return ConversationView(
         history,
         ids,
