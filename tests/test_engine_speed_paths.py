@@ -113,7 +113,8 @@ def test_peer_workload_over_http_reports_exact_reuse(base: str, model_dir) -> No
 
 def test_fused_runner_matches_stock_transformers(model_dir) -> None:  # noqa: ANN001
     """The fused forward, over the KV pool in chunks and packed with a decode row, gives the
-    logits of transformers' own full-sequence forward (float32)."""
+    logits of transformers' own full-sequence forward (float32): every attention path (decode
+    rows, short segments, causal and masked SDPA) is on the way."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from engine.embedded.attention import Segment, make_plan
@@ -121,7 +122,10 @@ def test_fused_runner_matches_stock_transformers(model_dir) -> None:  # noqa: AN
 
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
-    a = tok("The VPN policy says every laptop needs a hardware token, and")["input_ids"]
+    corpus = sorted((ROOT / "appliance" / "sample_corpus").glob("*.md"))[0].read_text()
+    # long enough that both of its segments take the SDPA paths (causal, then masked)
+    a = tok(corpus)["input_ids"][:420]
+    assert len(a) == 420
     b = tok("Expense reports are due on the fifth working day of each month")["input_ids"]
     with torch.inference_mode():
         ref_a = model(torch.tensor([a])).logits[0, -1]
@@ -130,7 +134,7 @@ def test_fused_runner_matches_stock_transformers(model_dir) -> None:  # noqa: AN
     cfg = model.config
     pool = KVPool(cfg.num_hidden_layers, 2, cfg.num_key_value_heads, cfg.head_dim, torch.float32)
     runner = FusedLlama(model)
-    cut = len(a) // 2
+    cut = 160  # both parts longer than attention.SHORT_SEGMENT
     runner.step(a[:cut], make_plan(pool, 0, [Segment(1, 0, cut)]), [cut - 1])
     runner.step(b, make_plan(pool, 0, [Segment(0, 0, len(b))]), [len(b) - 1])
     # row 0 decodes one token while row 1 finishes its prompt: one packed step

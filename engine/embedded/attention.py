@@ -34,6 +34,9 @@ class Segment:
     slot: int
     start: int
     count: int
+    # additive causal mask [count, start + count] for a long segment after a prefix; built
+    # once per step by ``make_plan`` (SDPA would otherwise convert a boolean mask every layer)
+    mask: torch.Tensor | None = None
 
 
 @dataclass
@@ -55,6 +58,13 @@ def make_plan(pool: KVPool, n_decode: int, segments: list[Segment]) -> StepPlan:
         cols = torch.arange(pool.capacity).unsqueeze(0)
         mask = torch.zeros((n_decode, pool.capacity), dtype=torch.float32)
         mask.masked_fill_(cols > torch.tensor(lengths).unsqueeze(1), float("-inf"))
+    for seg in segments:
+        if seg.start and seg.count > SHORT_SEGMENT:
+            end = seg.start + seg.count
+            hidden = torch.arange(end).unsqueeze(0) > torch.arange(seg.start, end).unsqueeze(1)
+            seg.mask = torch.zeros(hidden.shape, dtype=pool.dtype).masked_fill_(
+                hidden, float("-inf")
+            )
     return StepPlan(
         pool=pool,
         n_decode=n_decode,
@@ -130,10 +140,8 @@ def attend(
                 q, k, v, is_causal=True, scale=scale, enable_gqa=hq != hkv
             )
         else:
-            cols = torch.arange(end).unsqueeze(0)
-            rows_pos = torch.arange(seg.start, end).unsqueeze(1)
             ctx = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=cols <= rows_pos, scale=scale, enable_gqa=hq != hkv
+                q, k, v, attn_mask=seg.mask, scale=scale, enable_gqa=hq != hkv
             )
         if seg.count > SHORT_SEGMENT:
             out[0, offset : offset + seg.count] = ctx[0].transpose(0, 1)
