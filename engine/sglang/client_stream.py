@@ -28,6 +28,7 @@ from engine.base import (
     StreamItem,
     TextDelta,
 )
+from engine.stream import EngineStream
 
 REPLACEMENT = "\ufffd"  # what a detokenizer shows for a UTF-8 character cut in the middle
 
@@ -153,8 +154,9 @@ def stats_from_meta(
     )
 
 
-class SGLangStream:
-    """An iterator of ``StreamItem``; also a context manager. ``close()`` cancels if unfinished."""
+class SGLangStream(EngineStream):
+    """An iterator of ``StreamItem``; also a context manager. ``close()`` cancels if unfinished;
+    the HTTP response is released as soon as the ``Finished`` item is read."""
 
     def __init__(
         self,
@@ -168,40 +170,16 @@ class SGLangStream:
         self._response = response
         self._on_abort = on_abort
         self._started = started
-        self._items = self._parse(lines)
-        self._finished = False
-        self._closed = False
+        super().__init__(self._parse(lines))
 
-    def __iter__(self) -> SGLangStream:
-        return self
-
-    def __next__(self) -> StreamItem:
-        if self._closed:
-            raise StopIteration
-        try:
-            item = next(self._items)
-        except BaseException:
-            self.close()
-            raise
-        if isinstance(item, Finished):
-            self._finished = True
-            self.close()
-        return item
-
-    def __enter__(self) -> SGLangStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+    def _on_finished(self) -> None:
         self.close()
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _release(self, finished: bool) -> None:
         try:
             self._response.close()
         finally:
-            if not self._finished:
+            if not finished:
                 self._on_abort(self.rid)
 
     def _parse(self, lines: Iterator[dict[str, Any]]) -> Iterator[StreamItem]:

@@ -16,67 +16,43 @@ from dataclasses import dataclass, replace
 
 from engine.base import (
     Engine,
-    EngineError,
-    Finished,
     GenerateRequest,
     GenerationStats,
     StreamItem,
     TextDelta,
 )
 from engine.embedded.server.metrics import ServerMetrics
+from engine.stream import EngineStream
 
 
 def new_rid() -> str:
     return uuid.uuid4().hex
 
 
-class TrackedStream:
+class TrackedStream(EngineStream):
     """An engine stream that records its stats when finished and cancels when closed early."""
 
     def __init__(
         self, runner: Runner, rid: str, items: Iterator[StreamItem], started_at: float
     ) -> None:
+        super().__init__(items)
         self.rid = rid
         self.started_at = started_at
-        self.stats: GenerationStats | None = None
         self.latency_s = 0.0  # request arrival to finish, as SGLang's ``e2e_latency``
         self._runner = runner
-        self._items = items
-        self._closed = False
-
-    def __iter__(self) -> TrackedStream:
-        return self
-
-    def __next__(self) -> StreamItem:
-        if self._closed:
-            raise StopIteration
-        try:
-            item = next(self._items)
-        except StopIteration:
-            self.close()
-            if self.stats is None:
-                raise EngineError("the engine ended the stream without final stats") from None
-            raise
-        except BaseException:
-            self.close()
-            raise
-        if isinstance(item, Finished):
-            self.stats = item.stats
-            self.latency_s = time.perf_counter() - self.started_at
-            self._runner.finished(self)
-        return item
 
     def cancel(self) -> None:
         """Ask the engine to stop this request; safe from any thread, at any time."""
         if self.stats is None:
             self._runner.engine.abort(self.rid)
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _on_finished(self) -> None:
+        self.latency_s = time.perf_counter() - self.started_at
+        self._runner.finished(self)
+
+    def _release(self, finished: bool) -> None:
         try:
-            if self.stats is None:
+            if not finished:
                 self._runner.engine.abort(self.rid)
             close = getattr(self._items, "close", None)
             if close is not None:
