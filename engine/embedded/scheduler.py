@@ -5,7 +5,8 @@ One thread owns the model, the KV pool and the radix cache. Each loop turn it
    (SGLang's ``lpm`` policy), copying each one's cached prefix from the radix cache into a free
    row of the KV pool (every shared token is reused: the radix cache's page is 1 token);
 2. runs one packed forward pass: one token for every decoding request plus up to
-   ``PREFILL_CHUNK`` prompt tokens of the oldest requests still prefilling (see attention.py).
+   ``PREFILL_CHUNK`` prompt tokens of the oldest requests still prefilling (see attention.py;
+   ``PREFILL_CHUNK_IDLE`` when no request is decoding).
 Packing keeps running streams flowing while long prompts are prefilled, and the decode tokens
 ride along the prefill's matrix multiplies. A request that ends (stop, length, cancel) leaves
 the batch at once and its KV goes into the radix cache.
@@ -32,7 +33,10 @@ from engine.embedded.textstream import TextStream
 
 log = logging.getLogger(__name__)
 
-PREFILL_CHUNK = 512  # prompt tokens per prefill step
+PREFILL_CHUNK = 512  # prompt tokens per prefill step while some request is decoding
+# ... and while none is: nobody waits for a next token, and one causal pass over a whole prompt
+# beats masked chunks (cold TTFT of a 1,550-token prompt ~6% lower, measured on 2 cores)
+PREFILL_CHUNK_IDLE = 2048
 # a waiting request that shares more than this many uncached tokens with a request still being
 # prefilled waits for that prefill to land in the radix cache, instead of computing it twice
 DEFER_SHARED_TOKENS = 32
@@ -188,13 +192,14 @@ class Scheduler:
 
     def _step(self) -> None:
         """One packed forward: a token for every decoding request, plus up to PREFILL_CHUNK
-        prompt tokens of the oldest requests still prefilling."""
+        (PREFILL_CHUNK_IDLE when none decodes) prompt tokens of the oldest requests still
+        prefilling."""
         for seq in [s for s in self.active if s.prefilling and s.job.cancelled.is_set()]:
             seq.finish = "abort"
             self._finish(seq)
         segments: list[Segment] = []
         owners: list[Sequence] = []
-        room = PREFILL_CHUNK
+        room = PREFILL_CHUNK if self.decoding else PREFILL_CHUNK_IDLE
         for seq in self.active:
             if room <= 0:
                 break
