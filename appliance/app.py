@@ -141,6 +141,7 @@ def build_appliance(
             system_prompt=config.chat.system_prompt,
             top_k=config.rag.top_k,
             ordering=config.rag.ordering,
+            riders=config.rag.riders,
             temperature=config.chat.temperature,
             max_new_tokens=config.engine.max_new_tokens,
         ),

@@ -82,6 +82,10 @@ class RagConfig(_Section):
     max_upload_mb: int = Field(50, ge=1)
     # how retrieved chunks are laid out for prefix-cache reuse; admins can switch it at run time
     ordering: Literal["relevance", "doc_id", "prefix", "contextpilot"] = "prefix"
+    # cache riders: retrieve this many candidates beyond top_k; the ``prefix`` ordering sends
+    # those the engine already has cached (no prefill) along, so that later turns find them
+    # known. 0 disables
+    riders: int = Field(4, ge=0, le=32)
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> RagConfig:

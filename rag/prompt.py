@@ -26,6 +26,9 @@ class Citation:
     page: int | None
     source: str
     text: str
+    # a cache rider: a lower-ranked chunk sent along because the engine had it cached (cited
+    # like the others, left out of the relevance hint)
+    rider: bool = False
 
 
 def chunk_header(title: str, section: str, page: int | None) -> str:
@@ -49,14 +52,16 @@ def number_chunks(
     ordered: Sequence[RetrievedChunk],
     known: dict[int, int],
     relevance: Sequence[RetrievedChunk] | None = None,
+    riders: Sequence[RetrievedChunk] = (),
 ) -> tuple[list[tuple[int, RetrievedChunk]], list[Citation]]:
     """Give each chunk its number in the conversation.
 
     ``ordered`` is the chunks in prompt order; ``known`` maps chunk ids already shown in this
     conversation to their numbers. ``relevance`` is every retrieved chunk, most relevant first
-    (default: ``ordered``). Returns the chunks new to the conversation with their numbers, in
-    prompt order (to render in this turn), and a citation for every retrieved chunk, in
-    relevance order.
+    (default: ``ordered``); ``riders`` are the chunks of ``ordered`` sent only as cache riders,
+    best ranked first. Returns the chunks new to the conversation with their numbers, in prompt
+    order (to render in this turn), and a citation for every retrieved chunk, in relevance
+    order, then one per rider.
     """
     next_number = max(known.values(), default=0) + 1
     new: list[tuple[int, RetrievedChunk]] = []
@@ -67,10 +72,13 @@ def number_chunks(
             next_number += 1
             new.append((next_number - 1, chunk))
     citations: list[Citation] = []
-    for chunk in relevance if relevance is not None else ordered:
+    cited: set[int] = set()
+    listed = [(c, False) for c in (relevance if relevance is not None else ordered)]
+    for chunk, rider in [*listed, *((c, True) for c in riders)]:
         number = numbers.get(chunk.chunk_id)
-        if number is None:  # retrieved but neither new nor known: cannot be cited
+        if number is None or chunk.chunk_id in cited:  # not rendered, or cited already
             continue
+        cited.add(chunk.chunk_id)
         citations.append(
             Citation(
                 number=number,
@@ -81,6 +89,7 @@ def number_chunks(
                 page=chunk.page,
                 source=chunk.source,
                 text=chunk.text,
+                rider=rider,
             )
         )
     return new, citations
@@ -89,12 +98,14 @@ def number_chunks(
 def render_user_turn(
     question: str, new_chunks: Sequence[tuple[int, RetrievedChunk]], citations: Sequence[Citation]
 ) -> str:
-    """The user message of one turn: new documents, a relevance hint, then the question."""
+    """The user message of one turn: new documents, a relevance hint (the retrieved chunks, most
+    relevant first; cache riders are not listed), then the question."""
     parts: list[str] = []
     if new_chunks:
         parts.append("Documents:\n\n" + "\n\n".join(render_chunk(n, c) for n, c in new_chunks))
-    if citations:
-        parts.append("Most relevant documents: " + ", ".join(f"[{c.number}]" for c in citations))
+    hint = [c for c in citations if not c.rider]
+    if hint:
+        parts.append("Most relevant documents: " + ", ".join(f"[{c.number}]" for c in hint))
     parts.append(f"Question: {question.strip()}")
     return "\n\n".join(parts)
 

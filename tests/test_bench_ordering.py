@@ -41,3 +41,52 @@ def test_qa_scoring_counts_citations_of_the_gold_chunk(appliance, engine) -> Non
     for q in quality.values():
         assert q.questions == 2 and q.retrieved == 2  # both gold chunks are retrieved
         assert 0 <= q.hits <= q.grounded <= q.retrieved and 0.0 <= q.grounded_score <= 100.0
+
+
+def test_workload_candidates_rank_beyond_the_top_k_without_changing_it() -> None:
+    from appliance.bench.ordering_workload import make_workload
+
+    plain = make_workload(60, candidates=0, seed=3)
+    riders = make_workload(60, candidates=4, seed=3)
+    # the candidates have their own random stream: the rest of the workload is unchanged
+    assert [t.retrieved for t in plain.turns] == [t.retrieved for t in riders.turns]
+    assert all(not t.candidates for t in plain.turns)
+    on_topic = total = 0
+    for t in riders.turns:
+        required = {c.chunk_id for c in t.retrieved}
+        ranked = [c.chunk_id for c in t.candidates]
+        assert len(ranked) == 4 and len(set(ranked)) == 4 and not required & set(ranked)
+        scores = [c.score for c in (*t.retrieved, *t.candidates)]
+        assert scores == sorted(scores, reverse=True)  # ranks continue after the top-k
+        topic = t.retrieved[0].document_id
+        on_topic += sum(c.document_id == topic for c in t.candidates)
+        total += len(ranked)
+    assert 0.7 < on_topic / total < 1.0  # mostly the same topic, a share from others
+
+
+def test_replay_with_riders_keeps_conversations_append_only(engine) -> None:  # noqa: ANN001
+    from appliance.bench.ordering_radix import RadixLRU
+    from appliance.bench.ordering_replay import PieceTokenizer, Replayer, simulator_backend
+    from appliance.bench.ordering_workload import make_workload
+    from rag.ordering import default_ordering
+
+    workload = make_workload(40, topics=4, chunk_words=20, system_words=40, answer_words=8)
+    pieces = PieceTokenizer(engine.encode)
+    serve = simulator_backend(RadixLRU(10**6), pieces)
+    sent: list[list[int]] = []
+
+    def backend(messages, answer):  # noqa: ANN001, ANN202
+        sent.append(pieces.chat(messages) + list(pieces.piece(answer)))
+        return serve(messages, answer)
+
+    player = Replayer(workload, default_ordering(10**6), "prefix", backend, riders=2)
+    last: dict[int, list[int]] = {}
+    for turn in workload.turns:
+        player.play(turn)
+        ids = sent[-1]
+        if turn.session in last:  # the turn extends the previous prompt and answer, verbatim
+            assert ids[: len(last[turn.session])] == last[turn.session]
+        last[turn.session] = ids
+        known = player.conversations[turn.session].known
+        assert all(c.chunk_id in known for c in turn.retrieved)  # required: always there
+    assert 0 < player.outcome.riders <= 2 * player.outcome.requests

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rag.ordering import OrderingError, default_ordering
+from rag.ordering import OrderingError, default_ordering, riders_in
 from rag.ordering.base import ContextOrdering, relevance_order
 from rag.ordering.contextpilot_adapter import available as contextpilot_available
 from rag.ordering.prefix import PrefixOrdering, chunk_weight
@@ -120,3 +120,99 @@ def test_contextpilot_adapter_orders_shared_docs_first(capsys: pytest.CaptureFix
     # ContextPilot moves the docs it has seen together to the front
     assert set(second[:2]) == {1, 2}
     assert capsys.readouterr().out == ""  # its progress report does not reach stdout
+
+
+# ---- cache riders: candidates beyond the top-k, sent along where the engine has them cached ----
+
+
+def rider_ordering() -> tuple[ContextOrdering, PrefixOrdering]:
+    """The facade with ``prefix`` and ``relevance`` and the shadow ``prefix`` reads."""
+    ours = PrefixOrdering(10**6)
+    return ContextOrdering({"prefix": ours, "relevance": relevance_order}, [ours]), ours
+
+
+def test_riders_are_taken_only_where_they_lie_on_the_cached_path() -> None:
+    ordering, _ours = rider_ordering()
+    a, b, c, x, y = chunk(1), chunk(2), chunk(3), chunk(8), chunk(9)
+    send(ordering, "relevance", [a, b, c])  # cached: system, a, b, c
+    # required b and x; candidates c, a (ranked), y: a and c lie on the cached path with b
+    ordered = ordering.order("prefix", [x, b], PREFIX, candidates=[c, a, y])
+    assert ids(ordered) == [1, 2, 3, 8]  # cached path a, b, c first; x (uncached) last
+    assert ids(riders_in(ordered, [c, a, y])) == [3, 1]  # in rank order; y is not cached
+    # nothing cached below another prefix: no riders there, whatever is offered
+    other = ("system:fedcba9876543210",)
+    assert ids(ordering.order("prefix", [x, b], other, candidates=[a, c, y])) == [2, 8]
+
+
+def test_required_chunks_always_come_and_the_rider_budget_holds() -> None:
+    ordering, _ours = rider_ordering()
+    a, b, c, d, x = chunk(1), chunk(2), chunk(3), chunk(4), chunk(8)
+    send(ordering, "relevance", [a, b, c, d])
+    offered = [a, c, d]
+    # budget 1: a rides (it leads to the required b); c and d would be a second and third
+    ordered = ordering.order("prefix", [x, b], PREFIX, offered, max_riders=1)
+    assert ids(ordered) == [1, 2, 8]
+    # budget 0 (riders off) is the order without candidates
+    off = ordering.order("prefix", [x, b], PREFIX, offered, max_riders=0)
+    assert ids(off) == ids(ordering.order("prefix", [x, b], PREFIX)) == [2, 8]
+    # required chunks come first in importance: a cached path through more required tokens
+    # beats one through more rider tokens
+    send(ordering, "relevance", [chunk(5, tokens=900), b])  # cached: heavy rider, then b
+    send(ordering, "relevance", [x])  # cached: x alone (100 tokens, required)
+    ordered = ordering.order("prefix", [x, chunk(7)], PREFIX, [chunk(5, tokens=900)])
+    assert ids(ordered) == [8, 7]
+    # a candidate that is also required is placed once, as required
+    ordered = ordering.order("prefix", [b, x], PREFIX, [b, a], max_riders=2)
+    assert sorted(ids(ordered)) == [1, 2, 8] and ids(riders_in(ordered, [a])) == [1]
+
+
+def test_strategies_without_riders_ignore_candidates() -> None:
+    ordering = default_ordering(10**6)
+    a, b, x = chunk(1), chunk(2), chunk(8)
+    send(ordering, "relevance", [a, b])
+    for name in ordering.names():
+        if name == "prefix":
+            continue
+        ordered = ordering.order(name, [x, b], PREFIX, candidates=[a])
+        assert sorted(ids(ordered)) == [2, 8], name
+
+
+def test_riders_are_numbered_cited_and_left_out_of_the_hint() -> None:
+    ordering, ours = rider_ordering()
+    a, b, c, x = chunk(1), chunk(2), chunk(3), chunk(8)
+    send(ordering, "relevance", [a, b, c])
+    retrieved, offered = [x, b], [c, a]
+    ordered = ordering.order("prefix", retrieved, PREFIX, offered)
+    riders = riders_in(ordered, offered)
+    new, citations = number_chunks(ordered, {}, relevance=retrieved, riders=riders)
+    assert [(n, c.chunk_id) for n, c in new] == [(1, 1), (2, 2), (3, 3), (4, 8)]
+    # citations: the retrieved chunks by relevance, then the riders by rank, flagged
+    assert [(c.chunk_id, c.rider) for c in citations] == [(8, 0), (2, 0), (3, 1), (1, 1)]
+    text = render_user_turn("What is it?", new, citations)
+    hint = text[text.index("Most relevant documents:") :]
+    assert hint.startswith("Most relevant documents: [4], [2]\n")  # riders [1], [3] not listed
+    # the most relevant uncached required chunk is the last document, right before the hint
+    assert text.index("[4] Doc 8") > text.index("[3] Doc 3")
+    # observe() follows riders like any sent chunk: the shadow now holds x after a, b, c
+    ordering.observe(PREFIX, [c.chunk_id for _n, c in new], 10_000, 10_000)
+    held = ours.shadow.walk((*PREFIX, 1, 2, 3, 8))
+    assert [n.key for n in held[1:]] == [1, 2, 3, 8]
+    assert held[-1].tokens == chunk_weight(x)
+
+
+class Greedy:
+    """A strategy that breaks the rider contract: it sends every candidate, cached or not."""
+
+    takes_riders = True
+
+    def __call__(self, chunks, prefix, candidates=(), max_riders=0):  # noqa: ANN001, ANN204
+        return [*chunks, *candidates]
+
+
+def test_the_facade_enforces_the_rider_budget() -> None:
+    ordering = ContextOrdering({"greedy": Greedy()})
+    assert ids(ordering.order("greedy", [chunk(1)], PREFIX, [chunk(2)], max_riders=1)) == [1, 2]
+    with pytest.raises(OrderingError, match="rider contract"):
+        ordering.order("greedy", [chunk(1)], PREFIX, [chunk(2), chunk(3)], max_riders=1)
+    # riders off: the strategy is not offered candidates at all
+    assert ids(ordering.order("greedy", [chunk(1)], PREFIX, [chunk(2)], max_riders=0)) == [1]

@@ -3,7 +3,9 @@
 1. Simulator: a generated multi-session RAG workload (shared ~1k-token system prompt, Zipf
    topic popularity, 1-5 turns per session, interleaved) replayed through a token-level radix
    LRU cache at several capacities, tokenised with the engine's tokenizer. Per strategy: hit
-   ratio, prefill tokens, ratios vs ContextPilot and vs relevance order.
+   ratio, prefill tokens, ratios vs ContextPilot and vs relevance order. Each turn's retrieval
+   also ranks ``--riders`` candidates beyond the top-k: ``prefix`` runs without cache riders,
+   ``prefix+rider`` may send cached candidates along; the other strategies ignore them.
 2. Engine: a slice of the same workload through the embedded engine, for real: TTFT p50/p95.
 3. Quality: the sample corpus's QA set; an answer scores when its [n] citations hit the gold
    chunk (an answer without any citation: when the chunk it quotes most is the gold one).
@@ -20,10 +22,12 @@ from appliance.bench.table import render
 from appliance.config import AppConfig
 
 if TYPE_CHECKING:  # heavy imports happen only when the suite runs
+    from appliance.bench.ordering_replay import Variant
     from appliance.bench.ordering_workload import Workload
     from engine.embedded.engine import EmbeddedEngine
 
-ENGINE_STRATEGIES = ("relevance", "contextpilot", "prefix")
+RIDERS = "prefix+rider"  # the label of ``prefix`` with cache riders
+ENGINE_STRATEGIES = ("relevance", "contextpilot", "prefix", RIDERS)
 
 
 def _p(values: list[float], q: float) -> float:
@@ -39,6 +43,22 @@ def _yes(ok: bool) -> str:
     return "yes" if ok else "NO"
 
 
+def variants(strategies: list[str], riders: int) -> list[Variant]:
+    """Every strategy once (offered the candidates; only riders-takers use them), and ``prefix``
+    both without cache riders and, when ``riders``, with at most ``riders`` per turn."""
+    from appliance.bench.ordering_replay import Variant
+
+    out = []
+    for name in strategies:
+        if name == "prefix":
+            out.append(Variant(name, name, 0))
+            if riders:
+                out.append(Variant(RIDERS, name, riders))
+        else:
+            out.append(Variant(name, name))
+    return out
+
+
 def main(argv: list[str], config: AppConfig) -> int:
     parser = argparse.ArgumentParser(prog="appliance bench ordering")
     parser.add_argument("--quick", action="store_true", help="a small, fast run (smoke test)")
@@ -51,6 +71,12 @@ def main(argv: list[str], config: AppConfig) -> int:
         type=int,
         default=0,
         help="recurring questions per topic (0: every query draws a fresh chunk set)",
+    )
+    parser.add_argument(
+        "--riders",
+        type=int,
+        default=4,
+        help="candidates retrieved beyond the top-k per turn, and cache riders at most (0: off)",
     )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -78,6 +104,7 @@ def main(argv: list[str], config: AppConfig) -> int:
             answer_tokens,
             intents=args.intents,
             shape=shape,
+            riders=args.riders,
         )
     )
     return 0
@@ -93,6 +120,7 @@ def run(
     answer_tokens: int = 48,
     intents: int = 0,
     shape: dict | None = None,
+    riders: int = 4,
 ) -> str:
     from appliance.bench.ordering_workload import make_workload
     from engine.embedded.engine import EmbeddedEngine
@@ -106,21 +134,27 @@ def run(
     )
     try:
         workload = make_workload(
-            sessions, seed=seed, intents=intents, count_tokens=engine.count_tokens, **(shape or {})
+            sessions,
+            seed=seed,
+            intents=intents,
+            candidates=riders,
+            count_tokens=engine.count_tokens,
+            **(shape or {}),
         )
-        strategies = default_ordering().names()
+        rows = variants(default_ordering().names(), riders)
         out = [
             f"workload: {workload.sessions()} sessions, {len(workload.turns)} turns, "
             f"system prompt {engine.count_tokens(workload.system_prompt)} tokens, "
             f"{len(workload.chunks)} chunks of ~{workload.chunks[0].token_count} tokens, "
-            f"{intents or 'no'} recurring questions per topic; tokenizer: {model_dir.name}"
+            f"{intents or 'no'} recurring questions per topic, {riders} candidates beyond the "
+            f"top-k per turn; tokenizer: {model_dir.name}"
         ]
-        table, targets = _simulate(engine, workload, capacities, strategies)
+        table, targets = _simulate(engine, workload, capacities, rows)
         out.append(table)
-        names = [n for n in ENGINE_STRATEGIES if n in strategies]
+        names = [v for n in ENGINE_STRATEGIES for v in rows if v.label == n]
         if engine_turns or qa:
             table, more = _on_engine(
-                config, engine, workload, names, engine_turns, qa, answer_tokens
+                config, engine, workload, names, engine_turns, qa, answer_tokens, riders
             )
             out += table
             targets += more
@@ -132,7 +166,7 @@ def run(
 
 
 def _simulate(
-    engine: EmbeddedEngine, workload: Workload, capacities: list[int], strategies: list[str]
+    engine: EmbeddedEngine, workload: Workload, capacities: list[int], rows: list[Variant]
 ) -> tuple[str, list[tuple[str, str, str]]]:
     """Every strategy through the radix simulator at every capacity: the table and targets."""
     from appliance.bench.ordering_radix import RadixLRU
@@ -140,21 +174,22 @@ def _simulate(
     from rag.ordering import default_ordering
 
     pieces = PieceTokenizer(engine.encode)
-    rows, worst_vs_cp, best_hit = [], 0.0, 0.0
+    lines, worst_vs_cp, best_hit = [], {}, {}
     for cap in capacities:
         results = {
-            name: replay(
+            v.label: replay(
                 workload,
                 workload.turns,
                 default_ordering(cap),
-                name,
+                v.strategy,
                 simulator_backend(RadixLRU(cap), pieces),
+                v.riders,
             )
-            for name in strategies
+            for v in rows
         }
         base, cp = results["relevance"], results.get("contextpilot")
         for name, r in results.items():
-            rows.append(
+            lines.append(
                 (
                     f"{cap:,}",
                     name,
@@ -164,12 +199,18 @@ def _simulate(
                     _ratio(r.prefill_tokens, base.prefill_tokens),
                     f"{r.first_turn_prefill:,}",
                     _ratio(r.first_turn_prefill, cp.first_turn_prefill) if cp else "-",
+                    f"{r.prefill_tokens - r.first_turn_prefill:,}",
+                    f"{r.riders / r.requests:.2f}" if r.requests else "-",
                 )
             )
-        ours = results["prefix"]
-        best_hit = max(best_hit, ours.hit_ratio)
-        if cp:
-            worst_vs_cp = max(worst_vs_cp, ours.prefill_tokens / cp.prefill_tokens)
+        for name in ("prefix", RIDERS):
+            if name not in results:
+                continue
+            ours = results[name]
+            best_hit[name] = max(best_hit.get(name, 0.0), ours.hit_ratio)
+            if cp:
+                ratio = ours.prefill_tokens / cp.prefill_tokens
+                worst_vs_cp[name] = max(worst_vs_cp.get(name, 0.0), ratio)
     headers = (
         "capacity",
         "strategy",
@@ -179,26 +220,38 @@ def _simulate(
         "vs relevance",
         "1st-turn prefill",
         "1st-turn vs cp",
+        "later-turn prefill",
+        "riders/turn",
     )
-    targets = [
-        (
-            "prefill <= 0.9 x contextpilot, every capacity",
-            f"worst {worst_vs_cp:.3f}" if worst_vs_cp else "contextpilot not installed",
-            _yes(0 < worst_vs_cp <= 0.9) if worst_vs_cp else "-",
-        ),
-        ("hit ratio >= 0.74 (prefix)", f"best {best_hit:.3f}", _yes(best_hit >= 0.74)),
-    ]
-    return render(headers, rows), targets
+    targets = []
+    for name, label in (("prefix", ""), (RIDERS, f" ({RIDERS})")):
+        if name not in best_hit:
+            continue
+        worst = worst_vs_cp.get(name, 0.0)
+        targets += [
+            (
+                f"prefill <= 0.9 x contextpilot, every capacity{label}",
+                f"worst {worst:.3f}" if worst else "contextpilot not installed",
+                _yes(0 < worst <= 0.9) if worst else "-",
+            ),
+            (
+                f"hit ratio >= 0.74 ({name})",
+                f"best {best_hit[name]:.3f}",
+                _yes(best_hit[name] >= 0.74),
+            ),
+        ]
+    return render(headers, lines), targets
 
 
 def _on_engine(
     config: AppConfig,
     engine: EmbeddedEngine,
     workload: Workload,
-    names: list[str],
+    names: list[Variant],
     engine_turns: int,
     qa: int,
     answer_tokens: int,
+    riders: int = 0,
 ) -> tuple[list[str], list[tuple[str, str, str]]]:
     """TTFT on a slice of the workload, and QA quality, on the embedded engine."""
     from appliance.bench.ordering_engine import (
@@ -210,13 +263,14 @@ def _on_engine(
     from engine.embedded.engine import EmbeddedEngine
 
     kv = config.engine.kv_budget_tokens
+    labels = [v.label for v in names]
     er = {}
     if engine_turns:
         # one engine per strategy (the same model and budget), played turn by turn
         extra = [EmbeddedEngine(engine.model_dir, kv_budget_tokens=kv) for _ in names[1:]]
         try:
-            engines = dict(zip(names, [engine, *extra], strict=True))
-            er = engine_run(engines, workload, workload.turns[:engine_turns], kv)
+            engines = dict(zip(labels, [engine, *extra], strict=True))
+            er = engine_run(engines, workload, workload.turns[:engine_turns], kv, names)
         finally:
             for e in extra:
                 e.close()
@@ -226,15 +280,16 @@ def _on_engine(
 
         items = qa_items(qa)
         embedder = Embedder(config.rag.embedding_model_path)
-        retrieved = sample_corpus_retrieval(
-            config, engine, embedder, [i["question"] for i in items]
-        )
+        questions = [i["question"] for i in items]
+        plain, deep = sample_corpus_retrieval(config, engine, embedder, questions, riders)
         system = config.chat.system_prompt
-        quality = qa_run(engine, items, retrieved, system, names, kv, answer_tokens)
+        quality = qa_run(
+            engine, items, plain, system, names, kv, answer_tokens, with_riders=deep, wave=4
+        )
     base_p50 = statistics.median(er["relevance"].ttfts) if er else 0.0
     base_q = quality["relevance"].grounded_score if quality else 0.0
     rows = []
-    for name in names:
+    for name in labels:
         r, q = er.get(name), quality.get(name)
         p50 = statistics.median(r.ttfts) if r else 0.0
         rows.append(
@@ -246,8 +301,9 @@ def _on_engine(
                 f"{_p(r.ttfts, 0.95) * 1000:.0f} ms" if r else "-",
                 _ratio(p50, base_p50) if r else "-",
                 f"{q.hits}/{q.questions}" if q else "-",
-                f"{q.grounded}/{q.questions} ({q.retrieved} retrieved)" if q else "-",
+                f"{q.grounded}/{q.questions} ({q.retrieved} in prompt)" if q else "-",
                 f"{q.grounded_score - base_q:+.1f}" if q else "-",
+                f"{r.riders}/{q.riders if q else 0}" if r else (f"-/{q.riders}" if q else "-"),
             )
         )
     headers = (
@@ -260,18 +316,27 @@ def _on_engine(
         "[n] cites gold",
         "cites or quotes gold",
         "quality vs relevance (pts)",
+        "riders slice/QA",
     )
     lines = [
         f"embedded engine: {len(workload.turns[:engine_turns])} turns of the workload, KV budget "
         f"{kv:,} tokens, one engine per strategy, turns interleaved; quality: {qa} QA "
-        f"questions over the sample corpus, top-{config.rag.top_k}",
+        f"questions over the sample corpus in waves of 4, top-{config.rag.top_k} ({RIDERS}: "
+        f"and the next {riders} of a top-{config.rag.top_k + riders} search as candidates); "
+        "riders sent: on the slice / in QA",
         render(headers, rows),
     ]
     targets = []
-    if er and "prefix" in er:
-        ratio = statistics.median(er["prefix"].ttfts) / base_p50 if base_p50 else 1.0
-        targets.append(("TTFT p50 <= 0.6 x relevance", f"{ratio:.3f}", _yes(ratio <= 0.6)))
-    if quality and "prefix" in quality:
-        delta = quality["prefix"].grounded_score - base_q
-        targets.append(("quality >= relevance - 2 pts", f"{delta:+.1f} pts", _yes(delta >= -2)))
+    for name in ("prefix", RIDERS):
+        label = "" if name == "prefix" else f" ({RIDERS})"
+        if er and name in er:
+            ratio = statistics.median(er[name].ttfts) / base_p50 if base_p50 else 1.0
+            targets.append(
+                (f"TTFT p50 <= 0.6 x relevance{label}", f"{ratio:.3f}", _yes(ratio <= 0.6))
+            )
+        if quality and name in quality:
+            delta = quality[name].grounded_score - base_q
+            targets.append(
+                (f"quality >= relevance - 2 pts{label}", f"{delta:+.1f} pts", _yes(delta >= -2))
+            )
     return lines, targets

@@ -12,11 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from appliance.bench.ordering_replay import Backend, Messages, Outcome, Replayer
+from appliance.bench.ordering_replay import Backend, Messages, Outcome, Replayer, Variant
 from appliance.bench.ordering_workload import Turn, Workload
 from appliance.config import AppConfig, BootstrapConfig, DatabaseConfig, PathsConfig
 from engine.base import Engine, Finished, GenerateRequest, SamplingParams
-from rag.ordering import ContextOrdering, default_ordering
+from rag.ordering import ContextOrdering, default_ordering, riders_in
 from rag.prompt import build_messages, number_chunks, render_user_turn, segment_key
 from rag.types import RetrievedChunk
 
@@ -51,19 +51,23 @@ def engine_run(
     workload: Workload,
     turns: Sequence[Turn],
     kv_capacity_tokens: int,
+    variants: Sequence[Variant] = (),
 ) -> dict[str, Outcome]:
     """Each strategy replays ``turns`` on its own engine (same model, same KV budget, empty
     cache), turn by turn in rotating order, so that every strategy meets the same machine load:
-    TTFT on a shared CPU drifts a lot over minutes."""
+    TTFT on a shared CPU drifts a lot over minutes. ``engines`` is keyed by strategy name or by
+    the label of one of ``variants``."""
     for engine in engines.values():
         _finish(engine, (("user", "warm up"),), 1)
         engine.flush_cache()
     time.sleep(0.5)  # each scheduler flushes on its next loop turn
     names = list(engines)
-    players = {
-        n: Replayer(workload, default_ordering(kv_capacity_tokens), n, engine_backend(engines[n]))
-        for n in names
-    }
+    by_label = {v.label: v for v in variants}
+    players = {}
+    for n in names:
+        v = by_label.get(n, Variant.of(n))
+        ordering = default_ordering(kv_capacity_tokens)
+        players[n] = Replayer(workload, ordering, v.strategy, engine_backend(engines[n]), v.riders)
     for i, turn in enumerate(turns):
         for name in names[i % len(names) :] + names[: i % len(names)]:
             players[name].play(turn)
@@ -74,12 +78,17 @@ def engine_run(
 class Quality:
     hits: int  # answers whose [n] citations include the gold chunk
     grounded: int  # ... or, for answers without any citation, whose text comes from it
-    retrieved: int  # questions whose gold chunk was retrieved at all (the ceiling)
+    retrieved: int  # questions whose gold chunk was in the prompt at all (the ceiling)
     questions: int
+    riders: int = 0  # cache riders sent along, over all questions
 
     @property
     def grounded_score(self) -> float:
         return 100.0 * self.grounded / self.questions if self.questions else 0.0
+
+
+# one question's retrieval with riders on: (required top-k, ranked candidates beyond it)
+Retrieval = tuple[Sequence[RetrievedChunk], Sequence[RetrievedChunk]]
 
 
 def _norm(text: str) -> str:
@@ -106,11 +115,18 @@ def qa_items(limit: int = 0) -> list[dict]:
 
 
 def sample_corpus_retrieval(
-    config: AppConfig, engine: Engine, embedder: object, questions: Sequence[str]
-) -> list[list[RetrievedChunk]]:
-    """Top-k chunks per question from a fresh appliance holding only the sample corpus."""
+    config: AppConfig,
+    engine: Engine,
+    embedder: object,
+    questions: Sequence[str],
+    riders: int = 0,
+) -> tuple[list[list[RetrievedChunk]], list[Retrieval]]:
+    """Per question, from a fresh appliance holding only the sample corpus: the top-k chunks,
+    and, as the chat service retrieves them with cache riders on, the same top-k with the next
+    ``riders`` chunks of a top-``k + riders`` search as candidates."""
     from appliance.app import build_appliance
 
+    k = config.rag.top_k
     with tempfile.TemporaryDirectory() as tmp:
         qa_config = config.model_copy(
             update={
@@ -121,9 +137,15 @@ def sample_corpus_retrieval(
         )
         app = build_appliance(qa_config, engine=engine, embedder=embedder)
         try:
-            return [app.knowledge.retrieve(q, config.rag.top_k)[0] for q in questions]
+            plain = [app.knowledge.retrieve(q, k)[0] for q in questions]
+            deep = [app.knowledge.retrieve(q, k + riders)[0] if riders else [] for q in questions]
         finally:
             app.db.dispose()
+    out: list[Retrieval] = []
+    for top, ranked in zip(plain, deep, strict=True):
+        required = {c.chunk_id for c in top}
+        out.append((top, [c for c in ranked if c.chunk_id not in required][:riders]))
+    return plain, out
 
 
 def qa_run(
@@ -131,53 +153,71 @@ def qa_run(
     items: Sequence[dict],
     retrieved: Sequence[Sequence[RetrievedChunk]],
     system_prompt: str,
-    strategies: Sequence[str],
+    strategies: Sequence[str | Variant],
     kv_capacity_tokens: int,
     new_tokens: int = 48,
+    with_riders: Sequence[Retrieval] | None = None,
+    wave: int = 0,
 ) -> dict[str, Quality]:
     """First turns laid out as the chat service does (system prompt, ordered documents,
-    relevance hint, question); all questions of a strategy at once (the engine batches them)."""
+    relevance hint, question). Questions go in waves of ``wave`` (0: all at once; the engine
+    batches a wave); each wave is ordered after the ones before it were observed, so that the
+    cache shadow has something to follow. Variants that take cache riders get ``with_riders``
+    (the chat service's retrieval with riders on); the others get ``retrieved``."""
     out: dict[str, Quality] = {}
-    for name in strategies:
+    for item in strategies:
+        v = Variant.of(item)
+        lists: Sequence[Retrieval] = [(r, ()) for r in retrieved]
+        if v.riders != 0 and with_riders is not None:
+            lists = with_riders
         ordering = default_ordering(kv_capacity_tokens)
-        out[name] = _score(engine, ordering, name, system_prompt, items, retrieved, new_tokens)
+        out[v.label] = _score(engine, ordering, v, system_prompt, items, lists, new_tokens, wave)
     return out
 
 
 def _score(
     engine: Engine,
     ordering: ContextOrdering,
-    strategy: str,
+    variant: Variant,
     system: str,
     items: Sequence[dict],
-    retrieved: Sequence[Sequence[RetrievedChunk]],
+    lists: Sequence[Retrieval],
     new_tokens: int,
+    wave: int,
 ) -> Quality:
     prefix = (segment_key("system", system),)
-    jobs = []
-    for item, chunks in zip(items, retrieved, strict=True):
-        gold = _norm(item["gold_phrase"])[:40]
-        gold_ids = {c.chunk_id for c in chunks if gold in _norm(c.text)}
-        ordered = ordering.order(strategy, chunks, prefix)
-        new, citations = number_chunks(ordered, {}, relevance=chunks)
+
+    def prepare(item: dict, chunks: Sequence[RetrievedChunk], cands: Sequence[RetrievedChunk]):  # noqa: ANN202
+        ordered = ordering.order(variant.strategy, chunks, prefix, cands, variant.riders)
+        riders = riders_in(ordered, cands)
+        new, citations = number_chunks(ordered, {}, relevance=chunks, riders=riders)
         messages = build_messages(system, [], render_user_turn(item["question"], new, citations))
         numbers = {c.number: c.chunk_id for c in citations}
-        texts = {c.chunk_id: c.text for c in chunks}
-        jobs.append((messages, numbers, gold_ids, [c.chunk_id for _n, c in new], texts))
+        texts = {c.chunk_id: c.text for _n, c in new}
+        gold = _norm(item["gold_phrase"])[:40]
+        gold_ids = {cid for cid, text in texts.items() if gold in _norm(text)}
+        return messages, numbers, gold_ids, [c.chunk_id for _n, c in new], texts, len(riders)
 
     def ask(job: tuple) -> tuple[bool, bool]:
-        messages, numbers, gold_ids, sent, texts = job
+        messages, numbers, gold_ids, sent, texts, _riders = job
         final, answer = _finish(engine, messages, new_tokens)
         ordering.observe(prefix, sent, final.stats.prompt_tokens, final.stats.cached_tokens)
         cited = {numbers.get(int(n)) for n in CITATION.findall(answer)} - {None}
         hit = bool(cited & gold_ids)
         return hit, hit or (not cited and bool(attributed(answer, texts) & gold_ids))
 
-    with ThreadPoolExecutor(max_workers=len(jobs) or 1) as pool:
-        results = list(pool.map(ask, jobs))
+    pairs = list(zip(items, lists, strict=True))
+    size = wave or len(pairs) or 1
+    jobs, results = [], []
+    for start in range(0, len(pairs), size):
+        batch = [prepare(item, *chunks) for item, chunks in pairs[start : start + size]]
+        with ThreadPoolExecutor(max_workers=len(batch)) as pool:
+            results += list(pool.map(ask, batch))
+        jobs += batch
     return Quality(
         sum(h for h, _g in results),
         sum(g for _h, g in results),
         sum(bool(j[2]) for j in jobs),
         len(jobs),
+        sum(j[5] for j in jobs),
     )

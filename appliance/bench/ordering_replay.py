@@ -1,7 +1,9 @@
 """Replaying a workload through an ordering strategy, the way the chat service lays out turns.
 
 Each turn: prefix keys of the system prompt and the earlier messages; only chunks new to the
-conversation, ordered by the strategy; numbered, rendered and hinted by ``rag.prompt``; then
+conversation, ordered by the strategy (offered the turn's candidates beyond the top-k that are
+new too: strategies that take cache riders may send some along); numbered, rendered and hinted
+by ``rag.prompt``; then
 sent to a backend, which answers with (prompt tokens, cached tokens, TTFT); the ordering
 observes the outcome. Backends: the token-level radix simulator, or the embedded engine.
 """
@@ -13,12 +15,26 @@ from dataclasses import dataclass, field
 
 from appliance.bench.ordering_radix import RadixLRU
 from appliance.bench.ordering_workload import Turn, Workload
-from rag.ordering import ContextOrdering
+from rag.ordering import ContextOrdering, riders_in
 from rag.prompt import build_messages, number_chunks, render_user_turn, segment_key
 
 Messages = tuple[tuple[str, str], ...]
 # (messages of the request, the answer to append) -> (prompt tokens, cached tokens, ttft seconds)
 Backend = Callable[[Messages, str], tuple[int, int, float]]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One row of the benchmark: a strategy, and at most how many cache riders it may take per
+    turn (None: as many candidates as a turn has; strategies without riders ignore them)."""
+
+    label: str
+    strategy: str
+    riders: int | None = None
+
+    @classmethod
+    def of(cls, item: str | Variant) -> Variant:
+        return item if isinstance(item, Variant) else cls(item, item)
 
 
 @dataclass
@@ -29,6 +45,7 @@ class Outcome:
     requests: int = 0
     # prefill of first turns: the only documents that can be shared across conversations
     first_turn_prefill: int = 0
+    riders: int = 0  # cache riders sent (candidate chunks beyond the top-k)
 
     @property
     def prefill_tokens(self) -> int:
@@ -49,10 +66,18 @@ class Replayer:
     """One strategy's side of a replay: its conversations so far, and the outcome."""
 
     def __init__(
-        self, workload: Workload, ordering: ContextOrdering, strategy: str, backend: Backend
+        self,
+        workload: Workload,
+        ordering: ContextOrdering,
+        strategy: str,
+        backend: Backend,
+        riders: int | None = None,
     ) -> None:
+        """``riders``: at most this many cache riders per turn (None: as many candidates as a
+        turn has; 0: none)."""
         self.system = workload.system_prompt
         self.ordering, self.strategy, self.backend = ordering, strategy, backend
+        self.riders = riders
         self.conversations: dict[int, _Conversation] = {}
         self.outcome = Outcome()
 
@@ -60,8 +85,10 @@ class Replayer:
         conv = self.conversations.setdefault(turn.session, _Conversation())
         prefix = tuple(segment_key(r, t) for r, t in (("system", self.system), *conv.history))
         fresh = [c for c in turn.retrieved if c.chunk_id not in conv.known]
-        ordered = self.ordering.order(self.strategy, fresh, prefix)
-        new, citations = number_chunks(ordered, conv.known, relevance=turn.retrieved)
+        offered = [c for c in turn.candidates if c.chunk_id not in conv.known]
+        ordered = self.ordering.order(self.strategy, fresh, prefix, offered, self.riders)
+        riders = riders_in(ordered, offered)
+        new, citations = number_chunks(ordered, conv.known, turn.retrieved, riders)
         user_turn = render_user_turn(turn.question, new, citations)
         messages = build_messages(self.system, conv.history, user_turn)
         prompt, cached, ttft = self.backend(messages, turn.answer)
@@ -73,6 +100,7 @@ class Replayer:
         out.cached_tokens += cached
         out.ttfts.append(ttft)
         out.requests += 1
+        out.riders += len(riders)
         if turn.turn == 0:
             out.first_turn_prefill += prompt - cached
 
@@ -83,9 +111,10 @@ def replay(
     ordering: ContextOrdering,
     strategy: str,
     backend: Backend,
+    riders: int | None = None,
 ) -> Outcome:
     """Play ``turns`` in order through one strategy and backend."""
-    player = Replayer(workload, ordering, strategy, backend)
+    player = Replayer(workload, ordering, strategy, backend, riders)
     for turn in turns:
         player.play(turn)
     return player.outcome

@@ -6,6 +6,10 @@ Deterministic from a seed:
   popularity, and inside a topic some chunks are retrieved far more often than others;
 - each session has 1-5 turns; a follow-up stays on topic (or drifts, with ``drift``) and
   retrieves ``top_k`` chunks, the most relevant first (a share of them from other topics);
+- beyond the top-k, the retriever's next ``candidates`` ranks (default ``top_k``): more chunks
+  of the topic by the same popularity, drawn without replacement after the top-k, with the
+  same share from other topics. They are drawn from a random stream of their own, so the
+  top-k lists (and everything else) are the same whatever ``candidates`` is;
 - sessions arrive over time and their turns interleave (think time between turns).
 Retrieval is simulated (no index): the point is the chunk sets' overlap, not their text.
 """
@@ -38,6 +42,7 @@ class Turn:
     question: str
     retrieved: tuple[RetrievedChunk, ...]  # most relevant first
     answer: str  # what the model "said": replayed into the next turn's history
+    candidates: tuple[RetrievedChunk, ...] = ()  # ranks top_k+1.. (cache-rider candidates)
 
 
 @dataclass(frozen=True)
@@ -91,10 +96,13 @@ def make_workload(
     answer_words: int = 30,
     intents: int = 0,
     paraphrase_noise: float = 0.3,
+    candidates: int | None = None,
     seed: int = 0,
     count_tokens: Callable[[str], int] | None = None,
 ) -> Workload:
     rng = np.random.default_rng(seed)
+    extra_rng = np.random.default_rng([seed, 1])  # candidates only: leaves ``rng`` untouched
+    n_candidates = top_k if candidates is None else candidates
     vocab = np.array(
         [
             "".join(rng.choice(list("abcdefghiklmnoprstuvy"), size=rng.integers(3, 9)))
@@ -130,7 +138,30 @@ def make_workload(
     ]
     intent_p = _zipf(intents, 1.0) if intents else None
 
-    def retrieve(topic: int) -> tuple[RetrievedChunk, ...]:
+    def more(topic: int, own: list[int], picked: list[RetrievedChunk]) -> list[RetrievedChunk]:
+        """Ranks top_k+1..: the topic's other chunks by popularity, a share from other topics
+        (the same draw as the top-k's, continued, on the candidates' own random stream)."""
+        base = topic * chunks_per_topic
+        rest = np.array(
+            [j for j in range(chunks_per_topic) if j not in own and chunks[base + j] not in picked]
+        )
+        n = min(n_candidates, len(rest))
+        if not n:
+            return []
+        p = chunk_p[rest] / chunk_p[rest].sum()
+        drawn = extra_rng.choice(rest, size=n, replace=False, p=p)
+        out = [chunks[base + int(j)] for j in drawn]
+        for i in range(n):
+            if extra_rng.random() < foreign_share:
+                other = int(topic_order[extra_rng.choice(topics, p=topic_p)])
+                cand = chunks[
+                    other * chunks_per_topic + int(extra_rng.choice(chunks_per_topic, p=chunk_p))
+                ]
+                if cand not in picked and cand not in out:
+                    out[i] = cand
+        return out
+
+    def retrieve(topic: int) -> tuple[tuple[RetrievedChunk, ...], tuple[RetrievedChunk, ...]]:
         if intents:  # a paraphrase of a recurring question: its list, lightly perturbed
             own = list(bases[topic][int(rng.choice(intents, p=intent_p))])
             if rng.random() < paraphrase_noise:
@@ -151,7 +182,9 @@ def make_workload(
                 ]
                 if cand not in picked:
                     picked[i] = cand
-        return tuple(replace(c, score=round(1.0 - 0.1 * r, 3)) for r, c in enumerate(picked))
+        ranked = [*picked, *more(topic, [int(j) for j in own], picked)]
+        scored = [replace(c, score=round(1.0 - 0.1 * r, 3)) for r, c in enumerate(ranked)]
+        return tuple(scored[:top_k]), tuple(scored[top_k:])
 
     timed: list[tuple[float, Turn]] = []
     for s in range(sessions):
@@ -163,7 +196,8 @@ def make_workload(
                 topic = int(topic_order[rng.choice(topics, p=topic_p)])
             question = f"Question about handbook {topic + 1}: {_words(rng, vocab, 10)}?"
             answer = f"{_words(rng, vocab, answer_words)} [1]."
-            timed.append((clock, Turn(s, turn, question, retrieve(topic), answer)))
+            retrieved, ranked_more = retrieve(topic)
+            timed.append((clock, Turn(s, turn, question, retrieved, answer, ranked_more)))
             clock += 2.0 + 6.0 * rng.random()  # think time: sessions interleave
     timed.sort(key=lambda x: x[0])
     return Workload(system, tuple(chunks), tuple(t for _, t in timed))

@@ -31,8 +31,9 @@ from engine.base import (
     SamplingParams,
     TextDelta,
 )
-from rag.ordering import ContextOrdering
+from rag.ordering import ContextOrdering, riders_in
 from rag.prompt import Citation, build_messages, number_chunks, render_user_turn, segment_key
+from rag.types import RetrievedChunk
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +235,8 @@ class ChatService:
         retrieved, retrieval_ms = self.knowledge.retrieve(
             question, settings.top_k, principal.allowed_collections
         )
+        candidates, extra_ms = self._candidates(principal, question, settings, retrieved)
+        retrieval_ms += extra_ms
         # keep the last N turns; drop the oldest whole turns if the prompt would not fit
         stored = stored[-2 * self.cfg.history_turns :] if self.cfg.history_turns else []
         limit = self.engine.info().context_length - settings.max_new_tokens
@@ -249,10 +252,16 @@ class ChatService:
                 for role, text in (("system", settings.system_prompt), *history)
             )
             # only chunks new to the conversation are rendered (append-only history); order
-            # them for prefix reuse, then number them in prompt order
+            # them for prefix reuse (candidates may ride along where the engine has them
+            # cached), then number them in prompt order
             fresh = [c for c in retrieved if c.chunk_id not in known]
-            ordered = self.ordering.order(settings.ordering, fresh, prefix)
-            new_chunks, citations = number_chunks(ordered, known, relevance=retrieved)
+            offered = [c for c in candidates if c.chunk_id not in known]
+            ordered = self.ordering.order(
+                settings.ordering, fresh, prefix, offered, max_riders=settings.riders
+            )
+            new_chunks, citations = number_chunks(
+                ordered, known, relevance=retrieved, riders=riders_in(ordered, offered)
+            )
             user_turn = render_user_turn(question, new_chunks, citations)
             messages = build_messages(settings.system_prompt, history, user_turn)
             if not stored or self.engine.count_tokens(self.engine.render_chat(messages)) <= limit:
@@ -268,6 +277,26 @@ class ChatService:
             prefix,
             tuple(c.chunk_id for _n, c in new_chunks),
         )
+
+    def _candidates(
+        self,
+        principal: Principal,
+        question: str,
+        settings: ChatSettings,
+        retrieved: list[RetrievedChunk],
+    ) -> tuple[list[RetrievedChunk], float]:
+        """Cache-rider candidates: the next ``riders`` chunks after the top-k, under the same
+        access control, and the milliseconds it took; none when riders are off or the strategy
+        does not take them. A second search, so that the top-k stays exactly what a top-k search
+        returns (fusing a deeper pool can reorder it); the retriever remembers the query's
+        embedding, so it costs only the index lookups."""
+        if not settings.riders or not self.ordering.takes_riders(settings.ordering):
+            return [], 0.0
+        deeper, ms = self.knowledge.retrieve(
+            question, settings.top_k + settings.riders, principal.allowed_collections
+        )
+        required = {c.chunk_id for c in retrieved}
+        return [c for c in deeper if c.chunk_id not in required][: settings.riders], ms
 
     def _run(
         self,

@@ -27,10 +27,15 @@ class ChatSettings:
     ordering: str
     temperature: float
     max_new_tokens: int
+    # cache riders: candidates retrieved beyond top_k, sent along only where the engine has
+    # them cached (strategies that take riders: ``prefix``); 0 disables. Same default as
+    # ``RagConfig.riders``
+    riders: int = 4
 
 
 MAX_SYSTEM_PROMPT_CHARS = 8000
 MAX_TOP_K = 32
+MAX_RIDERS = 32
 
 
 def apply_changes(
@@ -61,6 +66,11 @@ def _check(key: str, value: Any, strategies: Sequence[str], cap: int) -> Any:
             number = int(value)
             if not 1 <= number <= MAX_TOP_K:
                 raise SettingsError(f"top_k: must be between 1 and {MAX_TOP_K}")
+            return number
+        if key == "riders":
+            number = int(value)
+            if not 0 <= number <= MAX_RIDERS:
+                raise SettingsError(f"riders: must be between 0 and {MAX_RIDERS}")
             return number
         if key == "ordering":
             if value not in strategies:

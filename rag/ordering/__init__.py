@@ -1,5 +1,5 @@
 """Ordering retrieved chunks for prefix-cache reuse (see ``ContextOrdering``)."""
 
-from rag.ordering.base import ContextOrdering, OrderingError, default_ordering
+from rag.ordering.base import ContextOrdering, OrderingError, default_ordering, riders_in
 
-__all__ = ["ContextOrdering", "OrderingError", "default_ordering"]
+__all__ = ["ContextOrdering", "OrderingError", "default_ordering", "riders_in"]

@@ -4,6 +4,10 @@
 facade what was actually sent and what the engine reported as cached, so strategies that model
 the engine's prefix cache can follow it. ``prefix`` is a sequence of stable keys for everything
 rendered before this turn's documents (the system prompt, then each earlier message).
+
+A request may also offer ``candidates``: lower-ranked retrieval results that a strategy may add
+as cache riders (chunks whose KV the engine already holds, so they cost no prefill). Only
+strategies marked ``takes_riders`` see them; the others order the required chunks as before.
 """
 
 from __future__ import annotations
@@ -19,6 +23,21 @@ from rag.types import RetrievedChunk
 Strategy = Callable[[Sequence[RetrievedChunk], Sequence[str]], list[RetrievedChunk]]
 
 
+class RiderStrategy(Protocol):
+    """A strategy that may add cache riders: it has ``takes_riders = True`` and returns every
+    chunk of ``chunks`` plus at most ``max_riders`` chunks of ``candidates``, in prompt order."""
+
+    takes_riders: bool
+
+    def __call__(
+        self,
+        chunks: Sequence[RetrievedChunk],
+        prefix: Sequence[str],
+        candidates: Sequence[RetrievedChunk] = (),
+        max_riders: int = 0,
+    ) -> list[RetrievedChunk]: ...
+
+
 class Observer(Protocol):
     """Something that follows every request sent to the engine (e.g. a cache shadow)."""
 
@@ -30,6 +49,14 @@ class Observer(Protocol):
         prompt_tokens: int,
         cached_tokens: int,
     ) -> None: ...
+
+
+def riders_in(
+    ordered: Sequence[RetrievedChunk], candidates: Sequence[RetrievedChunk]
+) -> list[RetrievedChunk]:
+    """The candidates that ``order()`` placed as cache riders, best ranked first."""
+    placed = {c.chunk_id for c in ordered}
+    return [c for c in candidates if c.chunk_id in placed]
 
 
 class OrderingError(ValueError):
@@ -64,19 +91,46 @@ class ContextOrdering:
         """The strategies available in this process."""
         return list(self._strategies)
 
+    def takes_riders(self, strategy: str) -> bool:
+        """Whether ``strategy`` uses candidates (so a caller can skip retrieving them)."""
+        return bool(getattr(self._strategies.get(strategy), "takes_riders", False))
+
     def order(
-        self, strategy: str, chunks: Sequence[RetrievedChunk], prefix: Sequence[str]
+        self,
+        strategy: str,
+        chunks: Sequence[RetrievedChunk],
+        prefix: Sequence[str],
+        candidates: Sequence[RetrievedChunk] = (),
+        max_riders: int | None = None,
     ) -> list[RetrievedChunk]:
+        """``chunks`` (required, most relevant first) in prompt order. ``candidates`` (ranked,
+        optional) may add at most ``max_riders`` riders (default: as many as offered; 0: none)
+        where the strategy takes riders; the riders are the returned chunks not in ``chunks``."""
         try:
             fn = self._strategies[strategy]
         except KeyError:
             raise OrderingError(
                 f"unknown ordering strategy {strategy!r}; available: {', '.join(self.names())}"
             ) from None
+        required = {c.chunk_id for c in chunks}
+        offered = list({c.chunk_id: c for c in candidates if c.chunk_id not in required}.values())
+        budget = len(offered) if max_riders is None else max(0, min(max_riders, len(offered)))
         with self._lock:
-            for c in chunks:
+            for c in (*chunks, *offered):
                 self._weights[c.chunk_id] = chunk_weight(c)
-            return fn(chunks, prefix)
+            if not (budget and getattr(fn, "takes_riders", False)):
+                return fn(chunks, prefix)
+            out = fn(chunks, prefix, candidates=offered, max_riders=budget)
+        placed = [c.chunk_id for c in out]
+        riders = set(placed) - required
+        if (
+            len(placed) != len(set(placed))
+            or not required <= set(placed)
+            or not riders <= {c.chunk_id for c in offered}
+            or len(riders) > budget
+        ):
+            raise OrderingError(f"strategy {strategy!r} broke the rider contract")
+        return out
 
     def observe(
         self,

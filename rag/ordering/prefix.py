@@ -8,6 +8,12 @@ For each request (``prefix`` = the keys of everything before this turn's documen
 3. except the most relevant chunk not on the cached path, which goes last, right before the
    relevance hint and the question (lost-in-the-middle: the end is a strong position).
 The relevance hint itself is rendered by ``rag.prompt.render_user_turn``.
+
+Cache riders: a request may also offer ``candidates`` (lower-ranked retrieval results, e.g.
+ranks k+1..2k). Those lying on the cached path are taken along (at most ``max_riders``): the
+engine holds their KV already, so they cost no prefill now, and once in the conversation a
+later turn that retrieves them renders nothing new. Candidates off the cached path are never
+taken; every required chunk is always placed, exactly as without candidates.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ def chunk_weight(chunk: RetrievedChunk) -> int:
 class PrefixOrdering:
     """The ``prefix`` strategy and the engine-cache shadow it reads (one per engine/gateway)."""
 
+    takes_riders = True  # the facade offers it candidates (see ``RiderStrategy``)
+
     def __init__(self, capacity_tokens: int) -> None:
         self.shadow = ShadowTrie(capacity_tokens)
         self.popularity: Counter[int] = Counter()
@@ -39,17 +47,28 @@ class PrefixOrdering:
         self._tails = 0
 
     def __call__(
-        self, chunks: Sequence[RetrievedChunk], prefix: Sequence[str]
+        self,
+        chunks: Sequence[RetrievedChunk],
+        prefix: Sequence[str],
+        candidates: Sequence[RetrievedChunk] = (),
+        max_riders: int = 0,
     ) -> list[RetrievedChunk]:
         by_id = {c.chunk_id: c for c in chunks}
         self._count(by_id)
-        if len(chunks) <= 1:
+        optional = {c.chunk_id: c for c in candidates if c.chunk_id not in by_id}
+        if max_riders <= 0:
+            optional = {}
+        if len(chunks) <= 1 and not optional:
             return list(chunks)
         start = self.shadow.find(tuple(prefix))
-        cached = self.shadow.longest_path(start, set(by_id)) if start is not None else []
+        cached = (
+            self.shadow.longest_path(start, set(by_id), set(optional), max_riders)
+            if start is not None
+            else []
+        )
         taken = set(cached)
         rest = [c for c in chunks if c.chunk_id not in taken]  # relevance order
-        head = [by_id[i] for i in cached]
+        head = [by_id[i] if i in by_id else optional[i] for i in cached]
         if not rest:
             return head
         last, middle = rest[0], rest[1:]

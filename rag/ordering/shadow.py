@@ -73,23 +73,39 @@ class ShadowTrie:
         """Tokens of the longest held prefix of ``path``."""
         return sum(n.tokens for n in self.walk(path))
 
-    def longest_path(self, start: ShadowNode, allowed: set[Key]) -> list[Key]:
+    def longest_path(
+        self,
+        start: ShadowNode,
+        allowed: set[Key],
+        optional: set[Key] | frozenset[Key] = frozenset(),
+        max_optional: int = 0,
+    ) -> list[Key]:
         """The held path below ``start`` through keys of ``allowed`` (each at most once) with the
-        most tokens; ties go to the most recently used."""
-        best: tuple[int, int, list[Key]] = (0, 0, [])
+        most tokens; ties go to the most recently used.
 
-        def dfs(node: ShadowNode, weight: int, keys: list[Key]) -> None:
+        ``optional`` keys (disjoint from ``allowed``) may also lie on the path, at most
+        ``max_optional`` of them: the path then has the most ``allowed`` tokens, then the most
+        ``optional`` tokens, then the most recent use."""
+        best: tuple[int, int, int, list[Key]] = (0, 0, 0, [])
+
+        def dfs(node: ShadowNode, weight: int, extra: int, riders: int, keys: list[Key]) -> None:
             nonlocal best
-            if keys and (weight, node.last_used) > best[:2]:
-                best = (weight, node.last_used, list(keys))
+            if keys and (weight, extra, node.last_used) > best[:3]:
+                best = (weight, extra, node.last_used, list(keys))
             for key, child in node.children.items():
-                if key in allowed and key not in keys:
+                if key in keys:
+                    continue
+                if key in allowed:
                     keys.append(key)
-                    dfs(child, weight + child.tokens, keys)
+                    dfs(child, weight + child.tokens, extra, riders, keys)
+                    keys.pop()
+                elif key in optional and riders < max_optional:
+                    keys.append(key)
+                    dfs(child, weight, extra + child.tokens, riders + 1, keys)
                     keys.pop()
 
-        dfs(start, 0, [])
-        return best[2]
+        dfs(start, 0, 0, 0, [])
+        return best[3]
 
     # ---- writing ----------------------------------------------------------------------------
 

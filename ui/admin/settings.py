@@ -1,4 +1,4 @@
-"""Settings tab: system prompt, top-k, ordering strategy, temperature and max tokens.
+"""Settings tab: system prompt, top-k, ordering strategy, cache riders, temperature and max tokens.
 Saved through ``SettingsService`` (audited; the next turn uses them, no restart)."""
 
 from __future__ import annotations
@@ -7,7 +7,12 @@ import gradio as gr
 
 from appliance.auth import AuthService
 from appliance.services.admin import AdminConsole
-from appliance.services.settings import MAX_SYSTEM_PROMPT_CHARS, MAX_TOP_K, SettingsError
+from appliance.services.settings import (
+    MAX_RIDERS,
+    MAX_SYSTEM_PROMPT_CHARS,
+    MAX_TOP_K,
+    SettingsError,
+)
 from ui.admin.common import Loader
 from ui.session import require_admin
 
@@ -18,12 +23,13 @@ def build_settings_tab(console: AdminConsole, auth: AuthService) -> Loader:
     def load(request: gr.Request):  # noqa: ANN202
         require_admin(request, auth)
         s = service.current()
-        return s.system_prompt, s.top_k, s.ordering, s.temperature, s.max_new_tokens
+        return s.system_prompt, s.top_k, s.ordering, s.riders, s.temperature, s.max_new_tokens
 
     def save(
         prompt: str,
         top_k: float,
         ordering: str,
+        riders: float,
         temperature: float,
         max_tokens: float,
         request: gr.Request,
@@ -33,6 +39,7 @@ def build_settings_tab(console: AdminConsole, auth: AuthService) -> Loader:
             "system_prompt": prompt,
             "top_k": top_k,
             "ordering": ordering,
+            "riders": riders,
             "temperature": temperature,
             "max_new_tokens": max_tokens,
         }
@@ -52,6 +59,14 @@ def build_settings_tab(console: AdminConsole, auth: AuthService) -> Loader:
         with gr.Row():
             top_k = gr.Slider(1, MAX_TOP_K, step=1, label="Top-k chunks", elem_id="setting-topk")
             ordering = gr.Dropdown(service.strategies, label="Context ordering")
+            riders = gr.Slider(
+                0,
+                MAX_RIDERS,
+                step=1,
+                label="Cache riders (prefix ordering)",
+                info="extra candidates sent along only when the engine has them cached; 0: off",
+                elem_id="setting-riders",
+            )
             temperature = gr.Slider(0.0, 2.0, step=0.05, label="Temperature")
             max_tokens = gr.Number(
                 label="Max answer tokens",
@@ -62,6 +77,6 @@ def build_settings_tab(console: AdminConsole, auth: AuthService) -> Loader:
             )
         save_btn = gr.Button("Save", variant="primary", elem_id="save-settings")
         note = gr.Markdown(elem_id="settings-note")
-    fields = [prompt, top_k, ordering, temperature, max_tokens]
+    fields = [prompt, top_k, ordering, riders, temperature, max_tokens]
     save_btn.click(save, fields, note).success(load, None, fields)
     return Loader(load, fields)
