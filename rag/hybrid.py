@@ -7,12 +7,17 @@ it is the usual way to fuse BM25 with embeddings.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
 Allowed = Callable[[int], bool] | Collection[int] | None
+# recent query vectors kept: a turn searches twice (top-k, then the cache-rider candidates), and
+# one query embedding costs far more than both searches
+QUERY_MEMO = 64
 
 
 class Searcher(Protocol):
@@ -65,6 +70,8 @@ class HybridRetriever:
         self.overfetch = overfetch
         self.rrf_k = rrf_k
         self.weights = weights
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._memo_lock = threading.Lock()
 
     def search(self, query: str, k: int, allowed: Allowed = None) -> list[tuple[int, float]]:
         """Top-k (chunk id, RRF score) among the chunks ``allowed`` lets the caller see.
@@ -75,13 +82,27 @@ class HybridRetriever:
         if k <= 0:
             return []
         fetch = self.overfetch * k
-        vector = np.asarray(self.embed([query]))[0]
+        vector = self.query_vector(query)
         return self.fuse(
             self.vector_index.search(vector, fetch),
             self.bm25_index.search(query, fetch),
             k,
             allowed,
         )
+
+    def query_vector(self, query: str) -> np.ndarray:
+        """The query's embedding; the last ``QUERY_MEMO`` queries' are remembered."""
+        with self._memo_lock:
+            vector = self._vectors.get(query)
+            if vector is not None:
+                self._vectors.move_to_end(query)
+                return vector
+        vector = np.asarray(self.embed([query]))[0]
+        with self._memo_lock:
+            self._vectors[query] = vector
+            while len(self._vectors) > QUERY_MEMO:
+                self._vectors.popitem(last=False)
+        return vector
 
     def fuse(
         self,

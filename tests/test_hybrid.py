@@ -53,3 +53,21 @@ def test_fused_result_keeps_one_sided_hits_and_overfetches() -> None:
     got = [i for i, _ in r.search("q", 4)]
     assert set(got) == {1, 2, 3, 4} and set(got[:2]) == {1, 3}
     assert r.vector_index.asked == [16] and r.bm25_index.asked == [16]
+
+
+def test_a_repeated_query_is_embedded_once() -> None:
+    embedded: list[str] = []
+
+    def embed(texts: list[str]) -> np.ndarray:
+        embedded.extend(texts)
+        return np.ones((len(texts), 4))
+
+    r = HybridRetriever(Fixed([1, 2]), Fixed([2, 3]), embed=embed)
+    first = r.search("how do I reset my password?", 2)
+    deeper = r.search("how do I reset my password?", 6)  # the cache-rider candidates' search
+    assert embedded == ["how do I reset my password?"]
+    assert [i for i, _ in deeper][:2] == [i for i, _ in first]
+    for n in range(70):  # the memo is bounded: old queries are forgotten
+        r.search(f"question {n}", 1)
+    r.search("how do I reset my password?", 2)
+    assert embedded.count("how do I reset my password?") == 2
