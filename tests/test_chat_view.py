@@ -51,6 +51,9 @@ def test_sources_are_numbered_escaped_and_open_on_the_chunk() -> None:
     assert "VPN &lt;Access&gt;" in html and "<Access>" not in html
     assert "<mark class='chunk'>Go to the portal &amp; reset.</mark>" in html
     assert "4쪽" in citations_html([CITATION], "ko")
+    assert "class='rider'" not in html
+    rider = citations_html([CITATION, {**CITATION, "number": 2, "rider": True}], "en")
+    assert rider.count("class='rider'") == 1 and "also given (cached)" in rider
 
 
 def test_chart_and_view_of_a_conversation() -> None:

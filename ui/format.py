@@ -29,10 +29,16 @@ def citations_html(citations: Iterable[Mapping[str, Any]], lang: str = "en") -> 
     items = []
     for c in sorted(citations, key=lambda c: c["number"]):
         text = html.escape(c["text"].strip())
+        # a cache rider: sent along because the engine had it cached, not retrieved in top-k
+        rider = (
+            f" <small class='rider'>· {html.escape(t(lang, 'sources.rider'))}</small>"
+            if c.get("rider")
+            else ""
+        )
         items.append(
             f"<details class='citation' id='source-{c['number']}'>"
             f"<summary><b class='cite-no'>[{c['number']}]</b> {_source_line(c, lang)} "
-            f"<small>({html.escape(c['source'])})</small></summary>"
+            f"<small>({html.escape(c['source'])})</small>{rider}</summary>"
             f"<mark class='chunk'>{text}</mark></details>"
         )
     if not items:
