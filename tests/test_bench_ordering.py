@@ -31,6 +31,15 @@ def test_bench_ordering_quick_prints_its_tables(model_dir: Path, tmp_path: Path)
         assert f"| {name} " in out
     assert "| strategy     | hit ratio | prefill tokens | TTFT p50" in out
     assert "| hit ratio >= 0.74 (prefix)" in out and "TTFT p50 <= 0.6 x relevance" in out
+    # the cache-granularity table: whole pages never reuse more than every token does
+    row = next(
+        line
+        for line in out.splitlines()
+        if line.startswith("| prefix ") and "page" not in line and line.count("|") == 7
+    )
+    hits = [float(x) for x in row.split("|")[2:5]]
+    assert "| hit, page 1 | hit, page 16 | hit, page 128" in out
+    assert hits[0] >= hits[1] >= hits[2]
 
 
 def test_qa_scoring_counts_citations_of_the_gold_chunk(appliance, engine) -> None:  # noqa: ANN001

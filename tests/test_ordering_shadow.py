@@ -112,3 +112,25 @@ def test_shadow_lru_eviction_and_sync_forget_what_the_engine_dropped() -> None:
     shadow.record(["s", 3], [10, 400])
     assert shadow.longest_path(shadow.find(["s"]), {1, 2, 3}) == [3]
     assert shadow.longest_path(shadow.find(["s"]), {1, 2}) == [1, 2]
+
+
+def test_a_paged_cache_reuses_whole_pages_and_the_shadow_follows_it() -> None:
+    """An engine that caches whole pages (SGLang ``--page-size``, vLLM blocks): the simulator
+    cuts matches and stored sequences to pages, and the shadow does not mistake a report one
+    page short for an eviction."""
+    paged, exact = RadixLRU(10**6, page_tokens=128), RadixLRU(10**6)
+    first, second = request_ids([1, 2]), request_ids([1, 3])
+    for cache in (paged, exact):
+        cache.insert(first)
+    shared = len(SYSTEM) + len(segment_tokens(1, 0))
+    assert exact.match(second) == shared
+    assert paged.match(second) == shared - shared % 128 < shared
+    assert paged.match(first) == len(first) - len(first) % 128  # a partial last page is lost
+
+    shadow = ShadowTrie(capacity_tokens=10**6)
+    shadow.record(["s", 1], [len(SYSTEM), len(segment_tokens(1, 0))])
+    reported = paged.match(second)
+    assert shadow.sync(["s", 1], reported, page_tokens=128) is False
+    assert shadow.find(["s", 1]) is not None
+    # the same report from a page-1 engine means the chunk was evicted
+    assert shadow.sync(["s", 1], reported, page_tokens=1) is True

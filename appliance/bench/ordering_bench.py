@@ -151,6 +151,7 @@ def run(
         ]
         table, targets = _simulate(engine, workload, capacities, rows)
         out.append(table)
+        out.append(_granularity(engine, workload, max(capacities), rows))
         names = [v for n in ENGINE_STRATEGIES for v in rows if v.label == n]
         if engine_turns or qa:
             table, more = _on_engine(
@@ -241,6 +242,50 @@ def _simulate(
             ),
         ]
     return render(headers, lines), targets
+
+
+PAGES = (1, 16, 128)  # the embedded engine; a common SGLang page size; vLLM CPU's block
+
+
+def _granularity(
+    engine: EmbeddedEngine, workload: Workload, capacity: int, rows: list[Variant]
+) -> str:
+    """Hit ratio when the engine caches whole pages only (SGLang ``--page-size``, vLLM's
+    128-token blocks) instead of every token: what reuse a coarser cache gives up on this
+    workload, at the largest capacity."""
+    from appliance.bench.ordering_radix import RadixLRU
+    from appliance.bench.ordering_replay import PieceTokenizer, replay, simulator_backend
+    from rag.ordering import default_ordering
+
+    pieces = PieceTokenizer(engine.encode)
+    picked = [v for v in rows if v.label in ("relevance", "prefix", RIDERS)]
+    lines = []
+    for v in picked:
+        hits = []
+        for page in PAGES:
+            r = replay(
+                workload,
+                workload.turns,
+                default_ordering(capacity),
+                v.strategy,
+                simulator_backend(RadixLRU(capacity, page_tokens=page), pieces),
+                v.riders,
+                page_tokens=page,
+            )
+            hits.append(r)
+        lines.append(
+            (
+                v.label,
+                *(f"{r.hit_ratio:.3f}" for r in hits),
+                *(_ratio(r.prefill_tokens, hits[0].prefill_tokens) for r in hits[1:]),
+            )
+        )
+    headers = (
+        f"capacity {capacity:,}",
+        *(f"hit, page {p}" for p in PAGES),
+        *(f"prefill, page {p} / page 1" for p in PAGES[1:]),
+    )
+    return render(headers, lines)
 
 
 def _on_engine(

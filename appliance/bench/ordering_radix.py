@@ -3,7 +3,9 @@
 It follows the embedded engine's ``RadixKVCache`` policy exactly (match touches the matched
 path; insert stores the whole sequence, touches it, then drops least-recently-used leaves while
 over budget) and SGLang's radix cache with page size 1; ``tests/test_ordering_shadow.py`` checks
-it against ``RadixKVCache`` itself. Leaves sit in a heap with lazy invalidation, so eviction
+it against ``RadixKVCache`` itself. With ``page_tokens`` above 1 it models an engine that caches
+whole pages only (SGLang's ``--page-size``, vLLM's blocks): a match and a stored sequence are cut
+down to a multiple of the page. Leaves sit in a heap with lazy invalidation, so eviction
 costs O(log n) instead of a tree walk.
 """
 
@@ -32,8 +34,11 @@ def _common(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 class RadixLRU:
-    def __init__(self, budget_tokens: int) -> None:
+    def __init__(self, budget_tokens: int, page_tokens: int = 1) -> None:
+        if page_tokens < 1:
+            raise ValueError("page_tokens must be positive")
         self.budget_tokens = budget_tokens
+        self.page_tokens = page_tokens
         self.root = _Node(tokens=(), parent=None)
         self.total_tokens = 0
         self._clock = itertools.count(1)
@@ -50,7 +55,8 @@ class RadixLRU:
             heapq.heappush(self._heap, (stamp, next(self._ids), leaf))
 
     def match(self, ids: Sequence[int]) -> int:
-        """Tokens of the longest cached prefix of ``ids`` (touches it, like the engine)."""
+        """Tokens of the longest cached prefix of ``ids``, in whole pages (touches it, like the
+        engine)."""
         node, pos, last = self.root, 0, self.root
         while pos < len(ids):
             child = node.children.get(ids[pos])
@@ -64,11 +70,13 @@ class RadixLRU:
             node = child
         if pos:
             self._touch(last)
-        return pos
+        return pos - pos % self.page_tokens
 
     def insert(self, ids: Sequence[int]) -> None:
         node, pos = self.root, 0
-        ids = tuple(ids)
+        ids = tuple(ids[: len(ids) - len(ids) % self.page_tokens])  # whole pages only
+        if not ids:
+            return
         while pos < len(ids):
             child = node.children.get(ids[pos])
             if child is None:

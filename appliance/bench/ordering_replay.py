@@ -72,12 +72,15 @@ class Replayer:
         strategy: str,
         backend: Backend,
         riders: int | None = None,
+        page_tokens: int = 1,
     ) -> None:
         """``riders``: at most this many cache riders per turn (None: as many candidates as a
-        turn has; 0: none)."""
+        turn has; 0: none). ``page_tokens``: the backend's cache granularity (told to the
+        ordering with each report, as the chat service does)."""
         self.system = workload.system_prompt
         self.ordering, self.strategy, self.backend = ordering, strategy, backend
         self.riders = riders
+        self.page_tokens = page_tokens
         self.conversations: dict[int, _Conversation] = {}
         self.outcome = Outcome()
 
@@ -92,7 +95,8 @@ class Replayer:
         user_turn = render_user_turn(turn.question, new, citations)
         messages = build_messages(self.system, conv.history, user_turn)
         prompt, cached, ttft = self.backend(messages, turn.answer)
-        self.ordering.observe(prefix, [c.chunk_id for _n, c in new], prompt, cached)
+        sent = [c.chunk_id for _n, c in new]
+        self.ordering.observe(prefix, sent, prompt, cached, self.page_tokens)
         conv.history += [("user", user_turn), ("assistant", turn.answer)]
         conv.known.update((c.chunk_id, c.number) for c in citations)
         out = self.outcome
@@ -112,9 +116,10 @@ def replay(
     strategy: str,
     backend: Backend,
     riders: int | None = None,
+    page_tokens: int = 1,
 ) -> Outcome:
     """Play ``turns`` in order through one strategy and backend."""
-    player = Replayer(workload, ordering, strategy, backend, riders)
+    player = Replayer(workload, ordering, strategy, backend, riders, page_tokens)
     for turn in turns:
         player.play(turn)
     return player.outcome

@@ -97,6 +97,7 @@ class _Prepared:
     # rendered in this turn, in prompt order
     prefix: tuple[str, ...]
     sent_chunk_ids: tuple[int, ...]
+    page_tokens: int  # the engine's prefix-cache granularity when the turn was laid out
 
 
 class ChatService:
@@ -239,7 +240,8 @@ class ChatService:
         retrieval_ms += extra_ms
         # keep the last N turns; drop the oldest whole turns if the prompt would not fit
         stored = stored[-2 * self.cfg.history_turns :] if self.cfg.history_turns else []
-        limit = self.engine.info().context_length - settings.max_new_tokens
+        info = self.engine.info()
+        limit = info.context_length - settings.max_new_tokens
         while True:
             history = [(role, text) for role, text, _c in stored]
             # chunks already rendered in the kept turns keep their numbers and are not repeated
@@ -276,6 +278,7 @@ class ChatService:
             settings,
             prefix,
             tuple(c.chunk_id for _n, c in new_chunks),
+            info.cache_page_tokens,
         )
 
     def _candidates(
@@ -328,7 +331,11 @@ class ChatService:
                 stream.close()  # the reader left or the engine failed: cancel generation
         answer = "".join(parts)
         self.ordering.observe(
-            prepared.prefix, prepared.sent_chunk_ids, stats.prompt_tokens, stats.cached_tokens
+            prepared.prefix,
+            prepared.sent_chunk_ids,
+            stats.prompt_tokens,
+            stats.cached_tokens,
+            prepared.page_tokens,
         )
         conv_id, msg_id = self._store(principal, question, prepared, answer, stats, replace_ids)
         if self.metrics is not None:

@@ -48,6 +48,7 @@ class Observer(Protocol):
         chunk_tokens: Sequence[int],
         prompt_tokens: int,
         cached_tokens: int,
+        page_tokens: int = 1,
     ) -> None: ...
 
 
@@ -138,12 +139,16 @@ class ContextOrdering:
         chunk_ids: Sequence[int],
         prompt_tokens: int,
         cached_tokens: int,
+        page_tokens: int = 1,
     ) -> None:
-        """What one finished request sent (chunk ids in prompt order) and what was cached."""
+        """What one finished request sent (chunk ids in prompt order) and what was cached; the
+        engine caches in whole pages of ``page_tokens`` (``EngineInfo.cache_page_tokens``)."""
         with self._lock:
             tokens = [self._weights.get(i, 0) for i in chunk_ids]
             for observer in self._observers:
-                observer.observe(prefix, chunk_ids, tokens, prompt_tokens, cached_tokens)
+                observer.observe(
+                    prefix, chunk_ids, tokens, prompt_tokens, cached_tokens, page_tokens
+                )
 
 
 def default_ordering(kv_capacity_tokens: int = 32768) -> ContextOrdering:

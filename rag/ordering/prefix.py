@@ -82,10 +82,12 @@ class PrefixOrdering:
         chunk_tokens: Sequence[int],
         prompt_tokens: int,
         cached_tokens: int,
+        page_tokens: int = 1,
     ) -> None:
-        """Follow what was sent and what the engine reported as cached."""
+        """Follow what was sent and what the engine reported as cached (in whole pages of
+        ``page_tokens``)."""
         path = (*prefix, *chunk_ids)
-        self.shadow.sync(path, cached_tokens)
+        self.shadow.sync(path, cached_tokens, page_tokens=page_tokens)
         # weights: held nodes keep theirs; new prefix segments share what the report leaves
         held = self.shadow.walk(prefix)
         known = sum(n.tokens for n in held) + sum(chunk_tokens)

@@ -138,13 +138,18 @@ class ShadowTrie:
             freed += self._drop(min(self._leaves, key=lambda n: n.last_used))
         return freed
 
-    def sync(self, path: Sequence[Key], cached_tokens: int, slack: int = 32) -> bool:
+    def sync(
+        self, path: Sequence[Key], cached_tokens: int, slack: int = 32, page_tokens: int = 1
+    ) -> bool:
         """Reconcile with the engine's report for a request that sent ``path`` (call before
-        ``record``). Returns True when the shadow had to forget nodes the engine had evicted."""
+        ``record``). Returns True when the shadow had to forget nodes the engine had evicted.
+
+        ``page_tokens`` is the engine's cache granularity: it reuses a prefix in whole pages, so
+        a report up to a page short of the held path is not an eviction."""
         reach = 0
         for node in self.walk(path):
             reach += node.tokens
-            if reach > cached_tokens + max(slack, reach // 20):
+            if reach > cached_tokens + max(slack, page_tokens - 1, reach // 20):
                 self.forget_older_than(node.last_used)
                 # the engine could not keep what the shadow still held: lower the estimate
                 self.capacity = max(self.min_capacity, min(self.capacity, self.total_tokens))
