@@ -68,8 +68,7 @@ class _Layer:
     def __init__(self, layer: torch.nn.Module) -> None:
         attn, mlp = layer.self_attn, layer.mlp
         self.qkv, self.qkv_bias = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
-        self.splits = [attn.q_proj.out_features, attn.k_proj.out_features]
-        self.splits.append(attn.v_proj.out_features)
+        self.qk_width = attn.q_proj.out_features + attn.k_proj.out_features
         self.o = attn.o_proj.weight
         self.gate_up, _ = _fuse([mlp.gate_proj, mlp.up_proj])
         self.down = mlp.down_proj.weight
@@ -79,8 +78,9 @@ class _Layer:
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    # float32 statistics, then back to the activations' dtype, as LlamaRMSNorm does
-    return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
+    # one op: torch computes the statistics in float32 for bfloat16 input, as LlamaRMSNorm
+    # does; the weight is applied before rounding (LlamaRMSNorm: after), a last-bit difference
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
 
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -118,10 +118,10 @@ class FusedLlama:
         for index, layer in enumerate(self.layers):
             x = _rms(h, layer.norm_in, self.eps)
             qkv = F.linear(x, layer.qkv, layer.qkv_bias)
-            q, k, v = qkv.split(layer.splits, dim=-1)
-            q = _rope(q.view(n, self.q_heads, d), cos, sin)
-            k = _rope(k.view(n, self.kv_heads, d), cos, sin)
-            v = v.view(n, self.kv_heads, d)
+            # q and k heads are adjacent in each row: one rotary pass over both
+            qk = _rope(qkv[:, : layer.qk_width].view(n, -1, d), cos, sin)
+            q, k = qk[:, : self.q_heads], qk[:, self.q_heads :]
+            v = qkv[:, layer.qk_width :].view(n, self.kv_heads, d)
             out = attend(
                 plan,
                 index,
