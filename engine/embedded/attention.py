@@ -1,9 +1,10 @@
-"""Attention over the slot KV pool, plugged into transformers' attention interface.
+"""Attention over the slot KV pool: ``attend``, used by the fused runner (``fused.py``) and,
+through transformers' attention interface (``pool_attention``), by the stock forward.
 
 One forward pass runs a *packed* step: the first ``n_decode`` tokens are one new token for each
 of pool rows ``0 .. n_decode - 1`` (the decoding requests), followed by prefill segments (a run
-of prompt tokens for one slot each). transformers computes the projections, rotary embeddings
-and MLPs for all tokens together (one GEMM per weight); this function stores each token's key
+of prompt tokens for one slot each). The forward computes the projections, rotary embeddings
+and MLPs for all tokens together (one GEMM per weight); ``attend`` stores each token's key
 and value in its slot and attends per request:
 - decode rows in one batched matmul over the rows' padded width, with an additive mask;
 - each prefill segment over its slot's prefix plus itself, causally: SDPA for long segments,
