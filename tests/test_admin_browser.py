@@ -158,6 +158,7 @@ def test_admin_uploads_tunes_audits_and_watches_the_charts(site, browser, tmp_pa
     # engine and cache: the live charts have data; the cache can be flushed
     page.get_by_role("tab", name="Engine").click()
     expect(page.locator("#engine-status")).to_contain_text("embedded")
+    expect(page.locator("#engine-status")).to_contain_text("cache page 1 token(s)")
     expect(page.locator("#engine-summary")).to_contain_text("TTFT p50", timeout=30_000)
     # one drawn line per series (Vega renders SVG): engine samples and the two turns
     for chart, lines in (("hit", 2), ("ttft", 2), ("throughput", 1), ("queue", 2), ("kv", 1)):

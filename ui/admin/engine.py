@@ -22,7 +22,8 @@ def status_markdown(status: dict, sampler_error: str = "") -> str:
     lines = [
         f"**{status.get('backend', '?')}** · model `{status.get('model', '?')}` · "
         f"profile {status.get('profile', '?')} · context {status.get('context_length', '?')} · "
-        f"dtype {status.get('dtype', '?')} · {health}",
+        f"dtype {status.get('dtype', '?')} · cache page {status.get('cache_page_tokens', '?')} "
+        f"token(s) · {health}",
     ]
     if status.get("error"):
         lines.append(f"\n⚠️ {status['error']}")
