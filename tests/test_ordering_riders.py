@@ -95,3 +95,41 @@ def test_only_strategies_that_take_riders_get_candidates_retrieved() -> None:
     assert ordering.takes_riders("prefix")
     assert not any(ordering.takes_riders(n) for n in ordering.names() if n != "prefix")
     assert not ordering.takes_riders("nope")
+
+
+def test_riders_are_dropped_first_when_the_prompt_would_not_fit(appliance) -> None:  # noqa: ANN001
+    """Riders are extras: a turn that fits without them is never refused because of them."""
+    from dataclasses import replace
+
+    chat = ChatService(
+        appliance.db,
+        appliance.knowledge,
+        appliance.engine,
+        appliance.config.chat,
+        appliance.settings,
+        default_ordering(appliance.config.engine.kv_budget_tokens),
+    )
+    a = appliance.auth.create_user("staff-riders-fit-a", "password-123", role="staff")
+    b = appliance.auth.create_user("staff-riders-fit-b", "password-123", role="staff")
+    before = appliance.settings.current()
+    try:
+        appliance.settings.update("admin", {"top_k": 4, "riders": 0, "ordering": "prefix"})
+        turn(chat, a, QUESTION)  # the engine and the shadow now hold the top 4
+    finally:
+        appliance.settings.update("admin", {k: getattr(before, k) for k in ("top_k", "riders")})
+    engine = appliance.engine
+
+    def prompt_tokens(prepared) -> int:  # noqa: ANN001
+        return engine.count_tokens(engine.render_chat(prepared.messages))
+
+    wide = replace(before, top_k=1, riders=3, ordering="prefix")
+    with_riders = chat._prepare(b, QUESTION, None, wide)
+    assert sum(c.rider for c in with_riders.citations) == 3
+    without = chat._prepare(b, QUESTION, None, replace(wide, riders=0))
+    assert prompt_tokens(without) < prompt_tokens(with_riders) - 1
+    # room for the prompt without riders, not with them: the riders go, the turn stays
+    context = engine.info().context_length
+    tight = replace(wide, max_new_tokens=context - prompt_tokens(with_riders) + 1)
+    fitted = chat._prepare(b, QUESTION, None, tight)
+    assert [c.rider for c in fitted.citations] == [False]
+    assert prompt_tokens(fitted) == prompt_tokens(without)

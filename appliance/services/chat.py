@@ -238,10 +238,12 @@ class ChatService:
         )
         candidates, extra_ms = self._candidates(principal, question, settings, retrieved)
         retrieval_ms += extra_ms
-        # keep the last N turns; drop the oldest whole turns if the prompt would not fit
+        # keep the last N turns; if the prompt would not fit, drop the cache riders first (they
+        # are extras), then the oldest whole turns
         stored = stored[-2 * self.cfg.history_turns :] if self.cfg.history_turns else []
         info = self.engine.info()
         limit = info.context_length - settings.max_new_tokens
+        max_riders = settings.riders
         while True:
             history = [(role, text) for role, text, _c in stored]
             # chunks already rendered in the kept turns keep their numbers and are not repeated
@@ -259,16 +261,22 @@ class ChatService:
             fresh = [c for c in retrieved if c.chunk_id not in known]
             offered = [c for c in candidates if c.chunk_id not in known]
             ordered = self.ordering.order(
-                settings.ordering, fresh, prefix, offered, max_riders=settings.riders
+                settings.ordering, fresh, prefix, offered, max_riders=max_riders
             )
+            riders = riders_in(ordered, offered)
             new_chunks, citations = number_chunks(
-                ordered, known, relevance=retrieved, riders=riders_in(ordered, offered)
+                ordered, known, relevance=retrieved, riders=riders
             )
             user_turn = render_user_turn(question, new_chunks, citations)
             messages = build_messages(settings.system_prompt, history, user_turn)
-            if not stored or self.engine.count_tokens(self.engine.render_chat(messages)) <= limit:
+            if not (stored or riders):
+                break  # nothing to drop: the engine refuses a prompt that is still too long
+            if self.engine.count_tokens(self.engine.render_chat(messages)) <= limit:
                 break
-            stored = stored[2:]
+            if riders:
+                max_riders = 0
+            else:
+                stored = stored[2:]
         return _Prepared(
             conversation_id,
             messages,
