@@ -1,15 +1,20 @@
-"""Test helpers: free loopback ports, and an ASGI app served by uvicorn in a thread."""
+"""Test helpers: free loopback ports, an ASGI app served by uvicorn in a thread, and the
+appliance CLI run as a real process."""
 
 from __future__ import annotations
 
+import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
+import pytest
 
 
 def free_port() -> int:
@@ -109,3 +114,46 @@ def api_login(client, appliance, name: str) -> dict:  # noqa: ANN001
     token = client.post("/api/login", json={"username": name, "password": "password-789"})
     assert token.status_code == 200
     return {"authorization": f"Bearer {token.json()['token']}"}
+
+
+def _env() -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("APPLIANCE_")}
+    return {**keep, "PYTHONUNBUFFERED": "1"}
+
+
+class CliProcess:
+    """``python -m appliance.cli ARGS`` in a subprocess (without the caller's ``APPLIANCE_*``
+    settings); its output is collected, and ``stop`` ends it."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.log: list[str] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "appliance.cli", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=_env(),
+        )
+        threading.Thread(target=lambda: self.log.extend(self.proc.stdout), daemon=True).start()
+
+    def wait_for(self, url: str, statuses: tuple[int, ...], timeout: float = 300) -> None:
+        deadline = time.time() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                pytest.fail("process exited:\n" + "".join(self.log))
+            try:
+                if httpx.get(url, timeout=2).status_code in statuses:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.time() > deadline:
+                pytest.fail(f"{url} did not answer:\n" + "".join(self.log))
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

@@ -11,9 +11,6 @@ import json
 import os
 import re
 import sqlite3
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,7 +19,7 @@ from urllib.parse import urlparse
 
 import httpx
 import pytest
-from servers import free_port
+from servers import CliProcess, free_port
 
 pytestmark = pytest.mark.browser
 
@@ -34,48 +31,6 @@ KOREAN_Q = "VPN 비밀번호는 어떻게 재설정하나요? (한글 입력 확
 TURN_MS = 300_000  # one answer on a busy 2-core machine, at most
 
 
-def _env() -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items() if not k.startswith("APPLIANCE_")}
-    return {**keep, "PYTHONUNBUFFERED": "1"}
-
-
-class Proc:
-    """A CLI process whose output is collected; stopped on ``stop``."""
-
-    def __init__(self, args: list[str]) -> None:
-        self.log: list[str] = []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "appliance.cli", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=_env(),
-        )
-        threading.Thread(target=lambda: self.log.extend(self.proc.stdout), daemon=True).start()
-
-    def wait_for(self, url: str, statuses: tuple[int, ...], timeout: float = 300) -> None:
-        deadline = time.time() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                pytest.fail("process exited:\n" + "".join(self.log))
-            try:
-                if httpx.get(url, timeout=2).status_code in statuses:
-                    return
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline:
-                pytest.fail(f"{url} did not answer:\n" + "".join(self.log))
-            time.sleep(0.5)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
 @dataclass
 class Site:
     base: str
@@ -83,11 +38,11 @@ class Site:
     engine_config: Path
     engine_port: int
     admin_password: str
-    engine: Proc
+    engine: CliProcess
     external: list[str] = field(default_factory=list)
 
     def start_engine(self) -> None:
-        self.engine = Proc(
+        self.engine = CliProcess(
             ["--config", str(self.engine_config), "engine-server", "--port", str(self.engine_port)]
         )
         self.engine.wait_for(f"http://127.0.0.1:{self.engine_port}/health", (200,))
@@ -116,7 +71,7 @@ def site(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterator[
     )
     site = Site(f"http://127.0.0.1:{port}", data, engine_config, engine_port, "", None)  # type: ignore[arg-type]
     site.start_engine()
-    server = Proc(["--config", str(config), "serve"])
+    server = CliProcess(["--config", str(config), "serve"])
     try:
         server.wait_for(f"{site.base}/health", (200,))
         match = re.search(r"First admin account created: admin / (\S+)", "".join(server.log))

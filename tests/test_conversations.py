@@ -88,7 +88,9 @@ def test_engine_down_loses_nothing(appliance, convs: ConversationService, users,
     chat = appliance.chat
     down = ConversationService(
         appliance.db,
-        ChatService(appliance.db, chat.knowledge, dead, chat.cfg, chat.settings, chat.ordering),
+        ChatService(
+            appliance.db, appliance.knowledge, dead, chat.cfg, chat.settings, chat.ordering
+        ),
     )
     try:
         with pytest.raises(ChatError) as asked:

@@ -32,17 +32,20 @@ def prompt_text(appliance, conversation_id: int) -> list[str]:  # noqa: ANN001
         return [m.prompt_text for m in rows]
 
 
-def test_a_later_turn_about_a_rider_chunk_adds_no_new_chunk(appliance) -> None:  # noqa: ANN001
-    # a chat service of its own, so that its cache shadow starts empty
-    kv = appliance.config.engine.kv_budget_tokens
-    chat = ChatService(
+def fresh_chat(appliance) -> ChatService:  # noqa: ANN001
+    """A chat service of its own, so that its cache shadow starts empty."""
+    return ChatService(
         appliance.db,
         appliance.knowledge,
         appliance.engine,
         appliance.config.chat,
         appliance.settings,
-        default_ordering(kv),
+        default_ordering(appliance.config.engine.kv_budget_tokens),
     )
+
+
+def test_a_later_turn_about_a_rider_chunk_adds_no_new_chunk(appliance) -> None:  # noqa: ANN001
+    chat = fresh_chat(appliance)
     a = appliance.auth.create_user("staff-riders-a", "password-123", role="staff")
     b = appliance.auth.create_user("staff-riders-b", "password-123", role="staff")
     keys = ("top_k", "riders", "ordering")
@@ -101,14 +104,7 @@ def test_riders_are_dropped_first_when_the_prompt_would_not_fit(appliance) -> No
     """Riders are extras: a turn that fits without them is never refused because of them."""
     from dataclasses import replace
 
-    chat = ChatService(
-        appliance.db,
-        appliance.knowledge,
-        appliance.engine,
-        appliance.config.chat,
-        appliance.settings,
-        default_ordering(appliance.config.engine.kv_budget_tokens),
-    )
+    chat = fresh_chat(appliance)
     a = appliance.auth.create_user("staff-riders-fit-a", "password-123", role="staff")
     b = appliance.auth.create_user("staff-riders-fit-b", "password-123", role="staff")
     before = appliance.settings.current()
@@ -123,13 +119,13 @@ def test_riders_are_dropped_first_when_the_prompt_would_not_fit(appliance) -> No
         return engine.count_tokens(engine.render_chat(prepared.messages))
 
     wide = replace(before, top_k=1, riders=3, ordering="prefix")
-    with_riders = chat._prepare(b, QUESTION, None, wide)
+    with_riders = chat.prompts.prepare(b, QUESTION, None, [], wide)
     assert sum(c.rider for c in with_riders.citations) == 3
-    without = chat._prepare(b, QUESTION, None, replace(wide, riders=0))
+    without = chat.prompts.prepare(b, QUESTION, None, [], replace(wide, riders=0))
     assert prompt_tokens(without) < prompt_tokens(with_riders) - 1
     # room for the prompt without riders, not with them: the riders go, the turn stays
     context = engine.info().context_length
     tight = replace(wide, max_new_tokens=context - prompt_tokens(with_riders) + 1)
-    fitted = chat._prepare(b, QUESTION, None, tight)
+    fitted = chat.prompts.prepare(b, QUESTION, None, [], tight)
     assert [c.rider for c in fitted.citations] == [False]
     assert prompt_tokens(fitted) == prompt_tokens(without)

@@ -21,7 +21,8 @@ from appliance.config import ChatConfig
 from appliance.db.models import Conversation, Message
 from appliance.db.session import Database
 from appliance.services.knowledge import KnowledgeBase
-from appliance.services.settings import ChatSettings, SettingsService
+from appliance.services.settings import SettingsService
+from appliance.services.turn_prompt import PreparedTurn, StoredMessage, TurnPrompts
 from engine.base import (
     Engine,
     EngineError,
@@ -31,9 +32,8 @@ from engine.base import (
     SamplingParams,
     TextDelta,
 )
-from rag.ordering import ContextOrdering, riders_in
-from rag.prompt import Citation, build_messages, number_chunks, render_user_turn, segment_key
-from rag.types import RetrievedChunk
+from rag.ordering import ContextOrdering
+from rag.prompt import Citation
 
 log = logging.getLogger(__name__)
 
@@ -85,21 +85,6 @@ def owned_conversation(s: Session, principal: Principal, conversation_id: int) -
     return conv
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    conversation_id: int | None
-    messages: tuple[tuple[str, str], ...]
-    user_turn: str
-    citations: list[Citation]
-    retrieval_ms: float
-    settings: ChatSettings
-    # for the ordering's cache shadow: what precedes this turn's documents, and the chunk ids
-    # rendered in this turn, in prompt order
-    prefix: tuple[str, ...]
-    sent_chunk_ids: tuple[int, ...]
-    page_tokens: int  # the engine's prefix-cache granularity when the turn was laid out
-
-
 class ChatService:
     def __init__(
         self,
@@ -114,12 +99,12 @@ class ChatService:
         # the app's Prometheus metrics: retrieval latency, turns, errors by kind
         self.metrics = metrics
         self.db = db
-        self.knowledge = knowledge
         self.engine = engine
         self.cfg = chat
         # read on every turn: admin changes apply to the next turn without a restart
         self.settings = settings
         self.ordering = ordering
+        self.prompts = TurnPrompts(knowledge, engine, ordering, chat.history_turns)
 
     # ---- conversations --------------------------------------------------------------------
 
@@ -188,12 +173,14 @@ class ChatService:
         raised here, before anything is stored."""
         try:
             # retrieval and prompt assembly ask the engine (context length, token counts)
-            prepared = self._prepare(
-                principal,
-                question,
-                conversation_id,
-                self.settings.current(),
-                drop_last_turn=bool(replace_ids),
+            stored: list[StoredMessage] = []
+            if conversation_id is not None:
+                with self.db.session() as s:
+                    stored = self._history(owned_conversation(s, principal, conversation_id))
+            if replace_ids:  # regenerate: the turn being replaced is not in the prompt
+                stored = stored[:-2]
+            prepared = self.prompts.prepare(
+                principal, question, conversation_id, stored, self.settings.current()
             )
             sampling = SamplingParams(
                 max_new_tokens=prepared.settings.max_new_tokens,
@@ -210,7 +197,7 @@ class ChatService:
         return self._run(principal, question, prepared, stream, replace_ids)
 
     @staticmethod
-    def _history(conv: Conversation) -> list[tuple[str, str, list[dict]]]:
+    def _history(conv: Conversation) -> list[StoredMessage]:
         """(role, text as it was in the prompt, citations) per stored message."""
         return [
             ("user", m.prompt_text or m.content, [])
@@ -219,101 +206,11 @@ class ChatService:
             for m in conv.messages
         ]
 
-    def _prepare(
-        self,
-        principal: Principal,
-        question: str,
-        conversation_id: int | None,
-        settings: ChatSettings,
-        drop_last_turn: bool = False,
-    ) -> _Prepared:
-        stored: list[tuple[str, str, list[dict]]] = []
-        if conversation_id is not None:
-            with self.db.session() as s:
-                stored = self._history(owned_conversation(s, principal, conversation_id))
-        if drop_last_turn:  # regenerate: the turn being replaced is not in the prompt
-            stored = stored[:-2]
-        retrieved, retrieval_ms = self.knowledge.retrieve(
-            question, settings.top_k, principal.allowed_collections
-        )
-        candidates, extra_ms = self._candidates(principal, question, settings, retrieved)
-        retrieval_ms += extra_ms
-        # keep the last N turns; if the prompt would not fit, drop the cache riders first (they
-        # are extras), then the oldest whole turns
-        stored = stored[-2 * self.cfg.history_turns :] if self.cfg.history_turns else []
-        info = self.engine.info()
-        limit = info.context_length - settings.max_new_tokens
-        max_riders = settings.riders
-        while True:
-            history = [(role, text) for role, text, _c in stored]
-            # chunks already rendered in the kept turns keep their numbers and are not repeated
-            known: dict[int, int] = {}
-            for _role, _text, cited in stored:
-                for c in cited:
-                    known.setdefault(c["chunk_id"], c["number"])
-            prefix = tuple(
-                segment_key(role, text)
-                for role, text in (("system", settings.system_prompt), *history)
-            )
-            # only chunks new to the conversation are rendered (append-only history); order
-            # them for prefix reuse (candidates may ride along where the engine has them
-            # cached), then number them in prompt order
-            fresh = [c for c in retrieved if c.chunk_id not in known]
-            offered = [c for c in candidates if c.chunk_id not in known]
-            ordered = self.ordering.order(
-                settings.ordering, fresh, prefix, offered, max_riders=max_riders
-            )
-            riders = riders_in(ordered, offered)
-            new_chunks, citations = number_chunks(
-                ordered, known, relevance=retrieved, riders=riders
-            )
-            user_turn = render_user_turn(question, new_chunks, citations)
-            messages = build_messages(settings.system_prompt, history, user_turn)
-            if not (stored or riders):
-                break  # nothing to drop: the engine refuses a prompt that is still too long
-            if self.engine.count_tokens(self.engine.render_chat(messages)) <= limit:
-                break
-            if riders:
-                max_riders = 0
-            else:
-                stored = stored[2:]
-        return _Prepared(
-            conversation_id,
-            messages,
-            user_turn,
-            citations,
-            retrieval_ms,
-            settings,
-            prefix,
-            tuple(c.chunk_id for _n, c in new_chunks),
-            info.cache_page_tokens,
-        )
-
-    def _candidates(
-        self,
-        principal: Principal,
-        question: str,
-        settings: ChatSettings,
-        retrieved: list[RetrievedChunk],
-    ) -> tuple[list[RetrievedChunk], float]:
-        """Cache-rider candidates: the next ``riders`` chunks after the top-k, under the same
-        access control, and the milliseconds it took; none when riders are off or the strategy
-        does not take them. A second search, so that the top-k stays exactly what a top-k search
-        returns (fusing a deeper pool can reorder it); the retriever remembers the query's
-        embedding, so it costs only the index lookups."""
-        if not settings.riders or not self.ordering.takes_riders(settings.ordering):
-            return [], 0.0
-        deeper, ms = self.knowledge.retrieve(
-            question, settings.top_k + settings.riders, principal.allowed_collections
-        )
-        required = {c.chunk_id for c in retrieved}
-        return [c for c in deeper if c.chunk_id not in required][: settings.riders], ms
-
     def _run(
         self,
         principal: Principal,
         question: str,
-        prepared: _Prepared,
+        prepared: PreparedTurn,
         stream: Iterator,
         replace_ids: tuple[int, ...] = (),
     ) -> Iterator[ChatEvent]:
@@ -354,7 +251,7 @@ class ChatService:
         self,
         principal: Principal,
         question: str,
-        prepared: _Prepared,
+        prepared: PreparedTurn,
         answer: str,
         stats: GenerationStats,
         replace_ids: tuple[int, ...] = (),
