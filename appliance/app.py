@@ -81,6 +81,8 @@ def build_engine(config: AppConfig) -> Engine:
         max_running=e.max_running_requests,
         threads=e.threads,
         profile=config.profile,
+        native_attention=e.native_attention,
+        kernel_dir=config.paths.kernels_dir,
     )
 
 

@@ -48,6 +48,10 @@ class PathsConfig(_Section):
     def index_dir(self) -> Path:
         return self.data_dir / "index"
 
+    @property
+    def kernels_dir(self) -> Path:
+        return self.data_dir / "kernels"
+
 
 class DatabaseConfig(_Section):
     # Empty means: SQLite file ``<data_dir>/appliance.db``.
@@ -62,6 +66,9 @@ class EngineConfig(_Section):
     model_path: str = ""
     dtype: Literal["auto", "bfloat16", "float32"] = "auto"
     threads: int = Field(0, ge=0)  # 0 = torch default
+    # build and use the AVX-512 BF16 prefill attention kernel where the CPU has it (needs a C
+    # compiler once; cached under ``<data_dir>/kernels``); off or unsupported: PyTorch SDPA
+    native_attention: bool = True
     max_new_tokens: int = Field(256, ge=1, le=8192)
     kv_budget_tokens: int = Field(32768, ge=256)
     max_queue: int = Field(16, ge=1)

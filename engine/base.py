@@ -83,6 +83,8 @@ class EngineInfo:
     # prefix-cache granularity: a shared prefix is reused in whole pages of this many tokens
     # (1: every shared token; SGLang's ``--page-size``; vLLM's block size)
     cache_page_tokens: int = 1
+    # how the backend computes, in words (e.g. the embedded engine's runner and attention)
+    runtime: str = ""
 
 
 class EngineError(RuntimeError):

@@ -62,6 +62,7 @@ eng.close()
 print(json.dumps({
     "capability": torch.backends.cpu.get_cpu_capability(),
     "dtype": eng.info().dtype,
+    "attention": eng.attention,
     "same": a == b,
     "cached": [sa.cached_tokens, sb.cached_tokens, sc.cached_tokens],
     "prompt": [sa.prompt_tokens, sb.prompt_tokens, sc.prompt_tokens],
@@ -85,6 +86,7 @@ def test_portable_path_without_avx512(model_dir) -> None:  # noqa: ANN001
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["capability"] == "AVX2"
     assert out["dtype"] == "float32"  # "auto" picks float32 without AVX-512
+    assert out["attention"] == "sdpa"  # the native kernel needs AVX-512 BF16
     assert out["completion"] > 0
     # the second run reuses every prompt token but the last, and answers the same
     assert out["same"] is True

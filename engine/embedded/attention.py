@@ -7,8 +7,8 @@ of prompt tokens for one slot each). The forward computes the projections, rotar
 and MLPs for all tokens together (one GEMM per weight); ``attend`` stores each token's key
 and value in its slot and attends per request:
 - decode rows in one batched matmul over the rows' padded width, with an additive mask;
-- each prefill segment over its slot's prefix plus itself, causally: SDPA for long segments,
-  matmul attention for short ones.
+- each prefill segment over its slot's prefix plus itself, causally: the native kernel
+  (``native.py``) or else SDPA for long segments, matmul attention for short ones.
 Hand-written matmul attention is used for decode because CPU SDPA in bfloat16 is ~10x slower
 for a single query token (measured on this machine).
 """
@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.embedded.kv_pool import KVPool
+from engine.embedded.native import PrefillKernel
 
 ATTN_NAME = "embedded_pool"
 # prefill segments up to this many tokens use matmul attention (e.g. a 50-token question after a
@@ -47,11 +48,18 @@ class StepPlan:
     decode_pos: torch.Tensor  # [n_decode] long: each decoding row's new position
     decode_mask: torch.Tensor | None  # [n_decode, capacity] float: 0 attend, -inf hidden
     segments: list[Segment]
+    # long prefill segments run on this kernel when set (it masks causally by itself)
+    kernel: PrefillKernel | None = None
 
 
-def make_plan(pool: KVPool, n_decode: int, segments: list[Segment]) -> StepPlan:
+def make_plan(
+    pool: KVPool, n_decode: int, segments: list[Segment], kernel: PrefillKernel | None = None
+) -> StepPlan:
     """Plan a step; decoding rows are pool rows ``0 .. n_decode - 1`` at their current lengths.
-    Grows the pool first if a row would overflow it (the decode mask spans its capacity)."""
+    Grows the pool first if a row would overflow it (the decode mask spans its capacity).
+    ``kernel`` is used for long segments when it supports the pool's dtype and head size."""
+    if kernel is not None and not kernel.supports(pool.dtype, pool.head_dim):
+        kernel = None
     lengths = pool.lengths[:n_decode]
     pool.ensure(max([n + 1 for n in lengths] + [s.start + s.count for s in segments]))
     mask = None
@@ -60,7 +68,7 @@ def make_plan(pool: KVPool, n_decode: int, segments: list[Segment]) -> StepPlan:
         mask = torch.zeros((n_decode, pool.capacity), dtype=torch.float32)
         mask.masked_fill_(cols > torch.tensor(lengths).unsqueeze(1), float("-inf"))
     for seg in segments:
-        if seg.start and seg.count > SHORT_SEGMENT:
+        if kernel is None and seg.start and seg.count > SHORT_SEGMENT:
             end = seg.start + seg.count
             hidden = torch.arange(end).unsqueeze(0) > torch.arange(seg.start, end).unsqueeze(1)
             seg.mask = torch.zeros(hidden.shape, dtype=pool.dtype).masked_fill_(
@@ -72,6 +80,7 @@ def make_plan(pool: KVPool, n_decode: int, segments: list[Segment]) -> StepPlan:
         decode_pos=torch.tensor(lengths, dtype=torch.long),
         decode_mask=mask,
         segments=segments,
+        kernel=kernel,
     )
 
 
@@ -134,20 +143,25 @@ def attend(
         q = query[:, :, offset : offset + seg.count]
         k = cache_k[seg.slot : seg.slot + 1, :, :end]
         v = cache_v[seg.slot : seg.slot + 1, :, :end]
+        dest = out[0, offset : offset + seg.count]  # [count, Hq, D]
         if seg.count <= SHORT_SEGMENT:
-            out[0, offset : offset + seg.count] = _short_segment(q, k, v, seg, scale)
-        elif seg.start == 0:
-            ctx = F.scaled_dot_product_attention(
-                q, k, v, is_causal=True, scale=scale, enable_gqa=hq != hkv
-            )
+            dest.copy_(_short_segment(q, k, v, seg, scale))
+        elif plan.kernel is not None:
+            plan.kernel(q[0], k[0], v[0], dest, seg.start, scale)
         else:
-            ctx = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=seg.mask, scale=scale, enable_gqa=hq != hkv
-            )
-        if seg.count > SHORT_SEGMENT:
-            out[0, offset : offset + seg.count] = ctx[0].transpose(0, 1)
+            dest.copy_(_sdpa(q, k, v, seg, scale)[0].transpose(0, 1))
         offset += seg.count
     return out
+
+
+def _sdpa(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg: Segment, scale: float
+) -> torch.Tensor:
+    """PyTorch's attention for a long segment (``[1, Hq, count, D]``)."""
+    gqa = q.shape[1] != k.shape[1]
+    if seg.start == 0:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=gqa)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=seg.mask, scale=scale, enable_gqa=gqa)
 
 
 def _short_segment(

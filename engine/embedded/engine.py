@@ -23,6 +23,7 @@ from engine.embedded.attention import install as install_pool_attention
 from engine.embedded.attention import run_step
 from engine.embedded.fused import FusedLlama, fusable
 from engine.embedded.kv_pool import KVPool
+from engine.embedded.native import load_prefill_kernel
 from engine.embedded.scheduler import Scheduler
 from engine.embedded.sequence import Job
 
@@ -55,6 +56,8 @@ class EmbeddedEngine:
         threads: int = 0,
         profile: str = "cpu",
         fused: bool = True,
+        native_attention: bool = True,
+        kernel_dir: Path | None = None,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -77,13 +80,23 @@ class EmbeddedEngine:
             forward = FusedLlama(self.model).step
         else:
             forward = functools.partial(run_step, self.model)
-        log.info("embedded engine: %s runner, %s", self.runner, self._dtype)
         cfg = self.model.config
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        kernel = load_prefill_kernel(kernel_dir) if native_attention else None
+        if kernel is not None and not kernel.supports(self._dtype, head_dim):
+            kernel = None
+        self.attention = kernel.name if kernel is not None else "sdpa"
+        log.info(
+            "embedded engine: %s runner, %s, %s prefill attention",
+            self.runner,
+            self._dtype,
+            self.attention,
+        )
         pool = KVPool(
             layers=cfg.num_hidden_layers,
             slots=max_running,
             kv_heads=cfg.num_key_value_heads,
-            head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
+            head_dim=head_dim,
             dtype=self._dtype,
         )
         self._scheduler = Scheduler(
@@ -95,6 +108,7 @@ class EmbeddedEngine:
             max_running,
             max_queue,
             pool,
+            kernel,
         )
         self._scheduler.thread.start()
 
@@ -143,6 +157,7 @@ class EmbeddedEngine:
             profile=self.profile,
             dtype=str(self._dtype).removeprefix("torch."),
             cache_page_tokens=1,  # the radix cache matches token by token
+            runtime=f"{self.runner} runner, {self.attention} prefill attention",
         )
 
     def metrics(self) -> dict[str, float]:

@@ -27,6 +27,7 @@ import torch
 from engine.base import EngineBusy, EngineError, Finished, InvalidRequest
 from engine.embedded.attention import Segment, StepPlan, make_plan
 from engine.embedded.kv_pool import KVPool
+from engine.embedded.native import PrefillKernel
 from engine.embedded.radix_cache import RadixKVCache, common_prefix_len, match_length
 from engine.embedded.sequence import Job, Sequence
 from engine.embedded.textstream import TextStream
@@ -61,8 +62,10 @@ class Scheduler:
         max_running: int,
         max_queue: int,
         pool: KVPool,
+        kernel: PrefillKernel | None = None,
     ) -> None:
         self.forward = forward  # one packed step: (tokens, plan, keep) -> logits
+        self.kernel = kernel  # native attention for long prefill segments, or None (SDPA)
         self.decode = decode
         self.eos = eos
         self.context_length = context_length
@@ -217,7 +220,7 @@ class Scheduler:
         for seg, seq in zip(segments, owners, strict=True):
             tokens += seq.job.ids[seg.start : seg.start + seg.count]
             keep.append(len(tokens) - 1)
-        logits = self.forward(tokens, make_plan(self.pool, n, segments), keep)
+        logits = self.forward(tokens, make_plan(self.pool, n, segments, self.kernel), keep)
         done: list[Sequence] = []
         for row, seq in enumerate(self.decoding):
             seq.fed.append(seq.pending)

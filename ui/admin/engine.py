@@ -25,6 +25,8 @@ def status_markdown(status: dict, sampler_error: str = "") -> str:
         f"dtype {status.get('dtype', '?')} · cache page {status.get('cache_page_tokens', '?')} "
         f"token(s) · {health}",
     ]
+    if status.get("runtime"):
+        lines.append(f"\n{status['runtime']}")
     if status.get("error"):
         lines.append(f"\n⚠️ {status['error']}")
     if sampler_error:

@@ -58,6 +58,7 @@ class EngineStatus:
                 "model_path": e.model_path or "(bundled SmolLM2-135M-Instruct)",
                 "dtype": e.dtype,
                 "threads": e.threads or "torch default",
+                "native_attention": e.native_attention,
                 "kv_budget_tokens": e.kv_budget_tokens,
                 "max_running_requests": e.max_running_requests,
                 "max_queue": e.max_queue,

@@ -1,0 +1,161 @@
+"""The native prefill attention kernel (``kernels/prefill_attention.c``): compiled once per
+machine with the system C compiler, loaded with ctypes.
+
+PyTorch's CPU flash attention computes bfloat16 attention at about a third of the speed the
+AVX-512 BF16 dot-product instruction allows (measured on this project's 2-core Zen 4 VM: 26 ms
+against 10 ms for one layer of a 1,550-token causal prefill, 9 query heads over 3 KV heads).
+Attention is about 40% of a long prefill for a small model, so the kernel is worth a build.
+
+``load_prefill_kernel`` returns ``None`` (and the engine keeps SDPA) when the CPU lacks the
+instructions, when PyTorch runs below AVX-512 (``ATEN_CPU_CAPABILITY=avx2``, the portable
+path), or when no compiler is found; the reason is logged. The library is cached under
+``cache_dir`` by a hash of its source and flags, so later starts only load it; a build writes a
+temporary file and renames it, so concurrent starts never load a half-written library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("kernels") / "prefill_attention.c"
+FLAGS = ("-O3", "-shared", "-fPIC", "-pthread")
+FLAGS += ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma")
+# CPU flags (as /proc/cpuinfo spells them) the kernel's instructions need
+NEEDED = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512_bf16", "fma"})
+HEAD_DIMS = (64, 128)
+
+_I64, _INT, _PTR = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "appliance" / "kernels"
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (empty where /proc/cpuinfo is absent)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def unsupported_reason() -> str | None:
+    """Why the kernel cannot run here, or None when it can."""
+    missing = NEEDED - cpu_flags()
+    if missing:
+        return f"CPU lacks {', '.join(sorted(missing))}"
+    if "AVX512" not in torch.backends.cpu.get_cpu_capability():
+        return "PyTorch runs below AVX-512 (ATEN_CPU_CAPABILITY)"
+    if _compiler() is None:
+        return "no C compiler (cc or gcc) on PATH"
+    return None
+
+
+def _compiler() -> str | None:
+    return shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+
+
+def build(cache_dir: Path) -> Path:
+    """Compile the kernel into ``cache_dir`` unless it is there; return the library's path.
+    Raises ``RuntimeError`` with the compiler's message when the build fails."""
+    compiler = _compiler()
+    if compiler is None:
+        raise RuntimeError("no C compiler (cc or gcc) on PATH")
+    source = SOURCE.read_bytes()
+    digest = hashlib.sha256(source + " ".join([compiler, *FLAGS]).encode()).hexdigest()[:16]
+    target = cache_dir / f"prefill_attention-{digest}.so"
+    if target.exists():
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=cache_dir)
+    os.close(fd)
+    try:
+        done = subprocess.run(
+            [compiler, *FLAGS, str(SOURCE), "-o", tmp, "-lm"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"kernel build failed: {done.stderr.strip()[-2000:]}")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+class PrefillKernel:
+    """Causal attention of a prefill segment over its slot's KV rows (bfloat16 only)."""
+
+    name = "avx512-bf16"
+
+    def __init__(self, library: Path) -> None:
+        lib = ctypes.CDLL(str(library))
+        fn = lib.prefill_attention
+        fn.argtypes = [_PTR, _I64, _I64, _PTR, _PTR, _I64, _PTR, _I64, _I64]
+        fn.argtypes += [_INT] * 5 + [ctypes.c_float, _INT]
+        fn.restype = _INT
+        self._fn = fn
+        self.library = library
+
+    def supports(self, dtype: torch.dtype, head_dim: int) -> bool:
+        return dtype == torch.bfloat16 and head_dim in HEAD_DIMS
+
+    def __call__(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        out: torch.Tensor,
+        start: int,
+        scale: float,
+    ) -> None:
+        """``query`` ``[Hq, n, D]`` (rows at ``start .. start + n - 1``), ``keys``/``values``
+        ``[Hkv, >= start + n, D]`` holding the slot's KV up to the segment's end, ``out``
+        ``[n, Hq, D]``; any strides with a contiguous last dimension. Writes ``out``."""
+        hq, n, dim = query.shape
+        hkv = keys.shape[0]
+        # the C side reads raw pointers: check every layout assumption it makes
+        for t in (query, keys, values, out):
+            if t.dtype != torch.bfloat16 or t.stride(-1) != 1:
+                raise ValueError("prefill kernel: bfloat16 tensors with a contiguous last dim")
+        if keys.stride() != values.stride() or keys.stride(1) != dim:
+            raise ValueError("prefill kernel: keys and values must be [Hkv, L, D] row-major")
+        if keys.shape[1] < start + n or out.shape != (n, hq, dim):
+            raise ValueError("prefill kernel: shapes do not match the segment")
+        rc = self._fn(
+            query.data_ptr(), query.stride(1), query.stride(0),
+            keys.data_ptr(), values.data_ptr(), keys.stride(0),
+            out.data_ptr(), out.stride(0), out.stride(1),
+            n, start, hq, hkv, dim, scale, torch.get_num_threads(),
+        )  # fmt: skip
+        if rc != 0:
+            raise RuntimeError("prefill kernel: unsupported shape or out of memory")
+
+
+def load_prefill_kernel(cache_dir: Path | None = None) -> PrefillKernel | None:
+    """The kernel, built on first use, or None (reason logged) where it cannot run."""
+    reason = unsupported_reason()
+    if reason is None:
+        try:
+            return PrefillKernel(build(cache_dir or default_cache_dir()))
+        except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
+            reason = str(exc)
+    log.info("native prefill attention off (%s); using PyTorch SDPA", reason)
+    return None

@@ -1,0 +1,116 @@
+"""The native prefill attention kernel (``engine/embedded/native.py``): built for real with the
+system compiler, checked against PyTorch's float32 attention, and wired into the fused runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from engine.embedded.native import PrefillKernel, build, load_prefill_kernel, unsupported_reason
+
+REASON = unsupported_reason()
+needs_kernel = pytest.mark.skipif(REASON is not None, reason=f"native kernel cannot run: {REASON}")
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> PrefillKernel:
+    loaded = load_prefill_kernel(tmp_path_factory.mktemp("kernels"))
+    assert loaded is not None
+    return loaded
+
+
+def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> torch.Tensor:
+    """float32 causal attention of queries at ``start ..`` over keys ``0 .. start + n - 1``;
+    ``q`` ``[Hq, n, D]``, ``k``/``v`` ``[Hkv, L, D]``; returns ``[n, Hq, D]``."""
+    end = start + q.shape[1]
+    visible = torch.arange(end).unsqueeze(0) <= torch.arange(start, end).unsqueeze(1)
+    out = F.scaled_dot_product_attention(
+        q.float()[None],
+        k[:, :end].float()[None],
+        v[:, :end].float()[None],
+        attn_mask=visible,
+        scale=q.shape[-1] ** -0.5,
+        enable_gqa=True,
+    )
+    return out[0].transpose(0, 1)
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    ("start", "count", "hq", "hkv", "dim"),
+    [
+        (0, 300, 9, 3, 64),  # a fresh prompt, grouped-query heads, rows not a tile multiple
+        (517, 130, 9, 3, 64),  # a chunk after a cached prefix
+        (0, 1, 2, 1, 64),  # one row
+        (63, 70, 4, 4, 128),  # plain multi-head, the larger head size
+    ],
+)
+def test_kernel_matches_float32_attention(
+    kernel: PrefillKernel, start: int, count: int, hq: int, hkv: int, dim: int
+) -> None:
+    torch.manual_seed(start + count)
+    # q as the fused runner lays it out: heads interleaved in each token's row (a view)
+    qkv = torch.randn(count, hq + 2 * hkv, dim).to(torch.bfloat16)
+    q = qkv[:, :hq].transpose(0, 1)
+    capacity = start + count + 40  # the pool row is longer than the keys in use
+    keys = torch.randn(hkv, capacity, dim).to(torch.bfloat16)
+    values = torch.randn(hkv, capacity, dim).to(torch.bfloat16)
+    out = torch.full((count, hq, dim), float("nan"), dtype=torch.bfloat16)
+    kernel(q, keys, values, out, start, dim**-0.5)
+    ref = _reference(q, keys, values, start)
+    assert torch.isfinite(out).all()
+    # bfloat16 output: within a few units in the last place of values of order 1
+    assert (out.float() - ref).abs().max() < 0.03
+    assert (out.float() - ref).abs().mean() < 2e-3
+
+
+@needs_kernel
+def test_kernel_refuses_layouts_it_cannot_read(kernel: PrefillKernel) -> None:
+    q = torch.zeros(2, 8, 64, dtype=torch.float32)
+    kv = torch.zeros(1, 8, 64, dtype=torch.bfloat16)
+    out = torch.zeros(8, 2, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="bfloat16"):
+        kernel(q, kv, kv, out, 0, 0.125)
+    with pytest.raises(ValueError, match="shapes"):
+        kernel(q.bfloat16(), kv, kv, out, 4, 0.125)  # keys end before the segment does
+    assert not kernel.supports(torch.float32, 64) and not kernel.supports(torch.bfloat16, 96)
+
+
+@needs_kernel
+def test_build_is_cached_and_a_failed_build_falls_back(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    first = build(tmp_path)
+    stamp = first.stat().st_mtime_ns
+    assert build(tmp_path) == first and first.stat().st_mtime_ns == stamp
+    # a compiler that fails: the engine keeps SDPA, and no half-written library is left
+    monkeypatch.setenv("CC", "false")
+    broken = tmp_path / "broken"
+    assert load_prefill_kernel(broken) is None
+    assert not any(p.suffix == ".so" for p in broken.glob("*"))
+
+
+@needs_kernel
+def test_fused_runner_on_the_kernel_matches_sdpa(model_dir, kernel: PrefillKernel) -> None:  # noqa: ANN001
+    """bfloat16 model, a long prompt in two chunks: the kernel's logits agree with SDPA's."""
+    from transformers import AutoModelForCausalLM
+
+    from engine.embedded.attention import Segment, make_plan
+    from engine.embedded.fused import FusedLlama
+    from engine.embedded.kv_pool import KVPool
+
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.bfloat16).eval()
+    cfg = model.config
+    runner = FusedLlama(model)
+    ids = list(range(1000, 1600))
+    results = []
+    for k in (None, kernel):
+        pool = KVPool(cfg.num_hidden_layers, 1, cfg.num_key_value_heads, 64, torch.bfloat16)
+        runner.step(ids[:300], make_plan(pool, 0, [Segment(0, 0, 300)], k), [299])
+        plan = make_plan(pool, 0, [Segment(0, 300, 300)], k)
+        assert (plan.kernel is k) and (plan.segments[0].mask is None) == (k is not None)
+        results.append(runner.step(ids[300:], plan, [299])[0].float())
+    sdpa, native = results
+    assert F.cosine_similarity(sdpa, native, dim=0) > 0.999
+    assert int(sdpa.argmax()) == int(native.argmax())
