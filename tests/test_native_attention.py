@@ -1,5 +1,5 @@
-"""The native prefill attention kernel (``engine/embedded/native.py``): built for real with the
-system compiler, checked against PyTorch's float32 attention, and wired into the fused runner."""
+"""The native attention kernels (``engine/embedded/native.py``): built for real with the system
+compiler, checked against PyTorch's float32 attention, and wired into the fused runner."""
 
 from __future__ import annotations
 
@@ -9,15 +9,20 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.embedded.native import PrefillKernel, build, load_prefill_kernel, unsupported_reason
+from engine.embedded.native import (
+    AttentionKernels,
+    build,
+    load_attention_kernels,
+    unsupported_reason,
+)
 
 REASON = unsupported_reason()
 needs_kernel = pytest.mark.skipif(REASON is not None, reason=f"native kernel cannot run: {REASON}")
 
 
 @pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> PrefillKernel:
-    loaded = load_prefill_kernel(tmp_path_factory.mktemp("kernels"))
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> AttentionKernels:
+    loaded = load_attention_kernels(tmp_path_factory.mktemp("kernels"))
     assert loaded is not None
     return loaded
 
@@ -48,8 +53,8 @@ def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) ->
         (63, 70, 4, 4, 128),  # plain multi-head, the larger head size
     ],
 )
-def test_kernel_matches_float32_attention(
-    kernel: PrefillKernel, start: int, count: int, hq: int, hkv: int, dim: int
+def test_prefill_matches_float32_attention(
+    kernel: AttentionKernels, start: int, count: int, hq: int, hkv: int, dim: int
 ) -> None:
     torch.manual_seed(start + count)
     # q as the fused runner lays it out: heads interleaved in each token's row (a view)
@@ -59,7 +64,7 @@ def test_kernel_matches_float32_attention(
     keys = torch.randn(hkv, capacity, dim).to(torch.bfloat16)
     values = torch.randn(hkv, capacity, dim).to(torch.bfloat16)
     out = torch.full((count, hq, dim), float("nan"), dtype=torch.bfloat16)
-    kernel(q, keys, values, out, start, dim**-0.5)
+    kernel.prefill(q, keys, values, out, start, dim**-0.5)
     ref = _reference(q, keys, values, start)
     assert torch.isfinite(out).all()
     # bfloat16 output: within a few units in the last place of values of order 1
@@ -68,14 +73,54 @@ def test_kernel_matches_float32_attention(
 
 
 @needs_kernel
-def test_kernel_refuses_layouts_it_cannot_read(kernel: PrefillKernel) -> None:
+@pytest.mark.parametrize(
+    ("lengths", "shared", "hq", "hkv", "dim"),
+    [
+        ([1600, 1650, 1601, 1700, 1622, 1603, 1640, 1611], 1500, 9, 3, 64),  # a RAG batch
+        ([40, 300, 129], 0, 9, 3, 64),  # nothing shared: every row alone
+        ([70, 71], 64, 4, 1, 128),  # the shared prefix ends on a key block boundary
+        ([5], 0, 2, 2, 64),  # one row
+    ],
+)
+def test_decode_matches_float32_attention(
+    kernel: AttentionKernels, lengths: list[int], shared: int, hq: int, hkv: int, dim: int
+) -> None:
+    torch.manual_seed(sum(lengths))
+    n, slots, capacity = len(lengths), len(lengths) + 1, max(lengths) + 50
+    keys = torch.randn(slots, hkv, capacity, dim).to(torch.bfloat16)
+    values = torch.randn(slots, hkv, capacity, dim).to(torch.bfloat16)
+    # the shared prefix is the same in every row, as the engine guarantees
+    keys[1:, :, :shared] = keys[0, :, :shared]
+    values[1:, :, :shared] = values[0, :, :shared]
+    qkv = torch.randn(n, hq + 2 * hkv, dim).to(torch.bfloat16)
+    q = qkv[:, :hq]  # a view, as the runner passes it
+    out = torch.full((n, hq, dim), float("nan"), dtype=torch.bfloat16)
+    kernel.decode(q, keys, values, torch.tensor(lengths, dtype=torch.int32), shared, out, dim**-0.5)
+    for r, length in enumerate(lengths):
+        # the row's one query at position length - 1 sees every key of its row
+        ref = _reference(q[r].unsqueeze(1), keys[r], values[r], length - 1)[0]
+        assert (out[r].float() - ref).abs().max() < 0.03, r
+        assert (out[r].float() - ref).abs().mean() < 2e-3, r
+
+
+@needs_kernel
+def test_kernel_refuses_layouts_it_cannot_read(kernel: AttentionKernels) -> None:
     q = torch.zeros(2, 8, 64, dtype=torch.float32)
     kv = torch.zeros(1, 8, 64, dtype=torch.bfloat16)
     out = torch.zeros(8, 2, 64, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="bfloat16"):
-        kernel(q, kv, kv, out, 0, 0.125)
+        kernel.prefill(q, kv, kv, out, 0, 0.125)
     with pytest.raises(ValueError, match="shapes"):
-        kernel(q.bfloat16(), kv, kv, out, 4, 0.125)  # keys end before the segment does
+        kernel.prefill(q.bfloat16(), kv, kv, out, 4, 0.125)  # keys end before the segment does
+    kv4 = torch.zeros(2, 1, 8, 64, dtype=torch.bfloat16)
+    q1 = torch.zeros(2, 2, 64, dtype=torch.bfloat16)
+    lengths = torch.tensor([8, 8], dtype=torch.int32)
+    with pytest.raises(ValueError, match="range"):
+        kernel.decode(q1, kv4, kv4, lengths + 1, 0, q1.clone(), 0.125)  # past the pool
+    with pytest.raises(ValueError, match="range"):
+        kernel.decode(q1, kv4, kv4, lengths, 8, q1.clone(), 0.125)  # shared is the whole row
+    with pytest.raises(ValueError, match="int32"):
+        kernel.decode(q1, kv4, kv4, lengths.long(), 0, q1.clone(), 0.125)
     assert not kernel.supports(torch.float32, 64) and not kernel.supports(torch.bfloat16, 96)
 
 
@@ -87,12 +132,12 @@ def test_build_is_cached_and_a_failed_build_falls_back(tmp_path: Path, monkeypat
     # a compiler that fails: the engine keeps SDPA, and no half-written library is left
     monkeypatch.setenv("CC", "false")
     broken = tmp_path / "broken"
-    assert load_prefill_kernel(broken) is None
+    assert load_attention_kernels(broken) is None
     assert not any(p.suffix == ".so" for p in broken.glob("*"))
 
 
 @needs_kernel
-def test_fused_runner_on_the_kernel_matches_sdpa(model_dir, kernel: PrefillKernel) -> None:  # noqa: ANN001
+def test_fused_runner_on_the_kernel_matches_sdpa(model_dir, kernel: AttentionKernels) -> None:  # noqa: ANN001
     """bfloat16 model, a long prompt in two chunks: the kernel's logits agree with SDPA's."""
     from transformers import AutoModelForCausalLM
 

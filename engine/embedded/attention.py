@@ -6,9 +6,11 @@ of pool rows ``0 .. n_decode - 1`` (the decoding requests), followed by prefill 
 of prompt tokens for one slot each). The forward computes the projections, rotary embeddings
 and MLPs for all tokens together (one GEMM per weight); ``attend`` stores each token's key
 and value in its slot and attends per request:
-- decode rows in one batched matmul over the rows' padded width, with an additive mask;
-- each prefill segment over its slot's prefix plus itself, causally: the native kernel
-  (``native.py``) or else SDPA for long segments, matmul attention for short ones.
+- decode rows: on the native kernels (``native.py``), each over its own length, reading a
+  prompt prefix all rows share once; else in one batched matmul over the rows' padded width,
+  with an additive mask;
+- each prefill segment over its slot's prefix plus itself, causally: on the native kernels;
+  else SDPA for long segments, matmul attention for short ones.
 Hand-written matmul attention is used for decode because CPU SDPA in bfloat16 is ~10x slower
 for a single query token (measured on this machine).
 """
@@ -21,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.embedded.kv_pool import KVPool
-from engine.embedded.native import PrefillKernel
+from engine.embedded.native import AttentionKernels
 
 ATTN_NAME = "embedded_pool"
 # prefill segments up to this many tokens use matmul attention (e.g. a 50-token question after a
@@ -48,22 +50,30 @@ class StepPlan:
     decode_pos: torch.Tensor  # [n_decode] long: each decoding row's new position
     decode_mask: torch.Tensor | None  # [n_decode, capacity] float: 0 attend, -inf hidden
     segments: list[Segment]
-    # long prefill segments run on this kernel when set (it masks causally by itself)
-    kernel: PrefillKernel | None = None
+    # attention runs on these kernels when set (they mask causally by themselves)
+    kernel: AttentionKernels | None = None
+    decode_lengths: torch.Tensor | None = None  # [n_decode] int32, with the new token
+    # positions 0 .. decode_shared - 1 hold the same prompt tokens in every decoding row
+    decode_shared: int = 0
 
 
 def make_plan(
-    pool: KVPool, n_decode: int, segments: list[Segment], kernel: PrefillKernel | None = None
+    pool: KVPool,
+    n_decode: int,
+    segments: list[Segment],
+    kernel: AttentionKernels | None = None,
+    shared: int = 0,
 ) -> StepPlan:
     """Plan a step; decoding rows are pool rows ``0 .. n_decode - 1`` at their current lengths.
     Grows the pool first if a row would overflow it (the decode mask spans its capacity).
-    ``kernel`` is used for long segments when it supports the pool's dtype and head size."""
+    ``kernel`` is used when it supports the pool's dtype and head size; ``shared``: the
+    decoding rows' prompts begin with this many identical tokens (their KV is read once)."""
     if kernel is not None and not kernel.supports(pool.dtype, pool.head_dim):
         kernel = None
     lengths = pool.lengths[:n_decode]
     pool.ensure(max([n + 1 for n in lengths] + [s.start + s.count for s in segments]))
     mask = None
-    if n_decode:
+    if n_decode and kernel is None:
         cols = torch.arange(pool.capacity).unsqueeze(0)
         mask = torch.zeros((n_decode, pool.capacity), dtype=torch.float32)
         mask.masked_fill_(cols > torch.tensor(lengths).unsqueeze(1), float("-inf"))
@@ -81,6 +91,8 @@ def make_plan(
         decode_mask=mask,
         segments=segments,
         kernel=kernel,
+        decode_lengths=torch.tensor(lengths, dtype=torch.int32) + 1,
+        decode_shared=min([shared, *lengths]) if n_decode > 1 else 0,
     )
 
 
@@ -121,20 +133,18 @@ def attend(
     ``pool_attention`` (views are fine)."""
     cache_k, cache_v = plan.pool.keys[layer], plan.pool.values[layer]
     hq, n_tokens, dim = query.shape[1], query.shape[2], query.shape[3]
-    hkv = key.shape[1]
     out = query.new_empty((1, n_tokens, hq, dim))
     n = plan.n_decode
     if n:
         rows = torch.arange(n)
         cache_k[rows, :, plan.decode_pos] = key[0, :, :n].transpose(0, 1)
         cache_v[rows, :, plan.decode_pos] = value[0, :, :n].transpose(0, 1)
-        # whole rows (``cache[:n]`` is contiguous): a narrower view would be copied by matmul
-        q = query[0, :, :n].transpose(0, 1).reshape(n, hkv, hq // hkv, dim)
-        scores = torch.matmul(q, cache_k[:n].transpose(-1, -2)).float()
-        scores = scores * scale + plan.decode_mask[:, None, None, :]
-        probs = torch.softmax(scores, dim=-1).to(query.dtype)
-        ctx = torch.matmul(probs, cache_v[:n])  # [n, Hkv, G, D]
-        out[0, :n] = ctx.reshape(n, hq, dim)
+        q = query[0, :, :n].transpose(0, 1)  # [n, Hq, D]
+        if plan.kernel is not None:
+            lengths, shared = plan.decode_lengths, plan.decode_shared
+            plan.kernel.decode(q, cache_k, cache_v, lengths, shared, out[0, :n], scale)
+        else:
+            out[0, :n] = _decode_matmul(q, cache_k[:n], cache_v[:n], plan.decode_mask, scale)
     offset = n
     for seg in plan.segments:
         end = seg.start + seg.count
@@ -144,14 +154,27 @@ def attend(
         k = cache_k[seg.slot : seg.slot + 1, :, :end]
         v = cache_v[seg.slot : seg.slot + 1, :, :end]
         dest = out[0, offset : offset + seg.count]  # [count, Hq, D]
-        if seg.count <= SHORT_SEGMENT:
+        if plan.kernel is not None:
+            plan.kernel.prefill(q[0], k[0], v[0], dest, seg.start, scale)
+        elif seg.count <= SHORT_SEGMENT:
             dest.copy_(_short_segment(q, k, v, seg, scale))
-        elif plan.kernel is not None:
-            plan.kernel(q[0], k[0], v[0], dest, seg.start, scale)
         else:
             dest.copy_(_sdpa(q, k, v, seg, scale)[0].transpose(0, 1))
         offset += seg.count
     return out
+
+
+def _decode_matmul(
+    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """Decode rows in one batched matmul over whole pool rows (``keys`` ``[n, Hkv, cap, D]``
+    is contiguous: a narrower view would be copied by matmul); returns ``[n, Hq, D]``."""
+    n, hq, dim = q.shape
+    hkv = keys.shape[1]
+    scores = torch.matmul(q.reshape(n, hkv, hq // hkv, dim), keys.transpose(-1, -2)).float()
+    scores = scores * scale + mask[:, None, None, :]
+    probs = torch.softmax(scores, dim=-1).to(q.dtype)
+    return torch.matmul(probs, values).reshape(n, hq, dim)  # [n, Hkv, G, D] -> [n, Hq, D]
 
 
 def _sdpa(

@@ -23,7 +23,7 @@ from engine.embedded.attention import install as install_pool_attention
 from engine.embedded.attention import run_step
 from engine.embedded.fused import FusedLlama, fusable
 from engine.embedded.kv_pool import KVPool
-from engine.embedded.native import load_prefill_kernel
+from engine.embedded.native import load_attention_kernels
 from engine.embedded.scheduler import Scheduler
 from engine.embedded.sequence import Job
 
@@ -82,7 +82,7 @@ class EmbeddedEngine:
             forward = functools.partial(run_step, self.model)
         cfg = self.model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        kernel = load_prefill_kernel(kernel_dir) if native_attention else None
+        kernel = load_attention_kernels(kernel_dir) if native_attention else None
         if kernel is not None and not kernel.supports(self._dtype, head_dim):
             kernel = None
         self.attention = kernel.name if kernel is not None else "sdpa"

@@ -1,14 +1,17 @@
-"""The native prefill attention kernel (``kernels/prefill_attention.c``): compiled once per
-machine with the system C compiler, loaded with ctypes.
+"""The native attention kernels (``kernels/attention.c``): compiled once per machine with the
+system C compiler, loaded with ctypes.
 
-PyTorch's CPU flash attention computes bfloat16 attention at about a third of the speed the
-AVX-512 BF16 dot-product instruction allows (measured on this project's 2-core Zen 4 VM: 26 ms
-against 10 ms for one layer of a 1,550-token causal prefill, 9 query heads over 3 KV heads).
-Attention is about 40% of a long prefill for a small model, so the kernel is worth a build.
+- Prefill: PyTorch's CPU flash attention computes bfloat16 attention at about a third of the
+  speed the AVX-512 BF16 dot-product instruction allows (measured on this project's 2-core
+  Zen 4 VM: 26 ms against 10 ms for one layer of a 1,550-token causal prefill, 9 query heads
+  over 3 KV heads). Attention is about 40% of a long prefill for a small model.
+- Decode: a decode step is bound by memory reads, and most of what it reads is KV. Rows that
+  share a prompt prefix (a system prompt, the same documents) hold identical KV for it; the
+  kernel reads that prefix once for all rows instead of once per row.
 
-``load_prefill_kernel`` returns ``None`` (and the engine keeps SDPA) when the CPU lacks the
-instructions, when PyTorch runs below AVX-512 (``ATEN_CPU_CAPABILITY=avx2``, the portable
-path), or when no compiler is found; the reason is logged. The library is cached under
+``load_attention_kernels`` returns ``None`` (the engine keeps PyTorch's attention) when the
+CPU lacks the instructions, when PyTorch runs below AVX-512 (``ATEN_CPU_CAPABILITY=avx2``, the
+portable path), or when no compiler is found; the reason is logged. The library is cached under
 ``cache_dir`` by a hash of its source and flags, so later starts only load it; a build writes a
 temporary file and renames it, so concurrent starts never load a half-written library.
 """
@@ -28,8 +31,9 @@ import torch
 
 log = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("kernels") / "prefill_attention.c"
-FLAGS = ("-O3", "-shared", "-fPIC", "-pthread")
+SOURCE = Path(__file__).with_name("kernels") / "attention.c"
+# -fopenmp: the library binds to the libgomp PyTorch has loaded (same soname): one thread team
+FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp")
 FLAGS += ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma")
 # CPU flags (as /proc/cpuinfo spells them) the kernel's instructions need
 NEEDED = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512_bf16", "fma"})
@@ -78,7 +82,7 @@ def build(cache_dir: Path) -> Path:
         raise RuntimeError("no C compiler (cc or gcc) on PATH")
     source = SOURCE.read_bytes()
     digest = hashlib.sha256(source + " ".join([compiler, *FLAGS]).encode()).hexdigest()[:16]
-    target = cache_dir / f"prefill_attention-{digest}.so"
+    target = cache_dir / f"attention-{digest}.so"
     if target.exists():
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -100,24 +104,28 @@ def build(cache_dir: Path) -> Path:
     return target
 
 
-class PrefillKernel:
-    """Causal attention of a prefill segment over its slot's KV rows (bfloat16 only)."""
+class AttentionKernels:
+    """Prefill and decode attention over the slot KV pool (bfloat16 only)."""
 
     name = "avx512-bf16"
 
     def __init__(self, library: Path) -> None:
         lib = ctypes.CDLL(str(library))
-        fn = lib.prefill_attention
-        fn.argtypes = [_PTR, _I64, _I64, _PTR, _PTR, _I64, _PTR, _I64, _I64]
-        fn.argtypes += [_INT] * 5 + [ctypes.c_float, _INT]
-        fn.restype = _INT
-        self._fn = fn
+        prefill = lib.prefill_attention
+        prefill.argtypes = [_PTR, _I64, _I64, _PTR, _PTR, _I64, _PTR, _I64, _I64]
+        prefill.argtypes += [_INT] * 5 + [ctypes.c_float, _INT]
+        prefill.restype = _INT
+        decode = lib.decode_attention
+        decode.argtypes = [_PTR, _I64, _I64, _PTR, _PTR, _I64, _I64, _PTR, _INT, _PTR, _I64, _I64]
+        decode.argtypes += [_INT] * 4 + [ctypes.c_float, _INT]
+        decode.restype = _INT
+        self._prefill, self._decode = prefill, decode
         self.library = library
 
     def supports(self, dtype: torch.dtype, head_dim: int) -> bool:
         return dtype == torch.bfloat16 and head_dim in HEAD_DIMS
 
-    def __call__(
+    def prefill(
         self,
         query: torch.Tensor,
         keys: torch.Tensor,
@@ -131,31 +139,69 @@ class PrefillKernel:
         ``[n, Hq, D]``; any strides with a contiguous last dimension. Writes ``out``."""
         hq, n, dim = query.shape
         hkv = keys.shape[0]
-        # the C side reads raw pointers: check every layout assumption it makes
-        for t in (query, keys, values, out):
-            if t.dtype != torch.bfloat16 or t.stride(-1) != 1:
-                raise ValueError("prefill kernel: bfloat16 tensors with a contiguous last dim")
-        if keys.stride() != values.stride() or keys.stride(1) != dim:
-            raise ValueError("prefill kernel: keys and values must be [Hkv, L, D] row-major")
+        _check_layout(query, keys, values, out)
         if keys.shape[1] < start + n or out.shape != (n, hq, dim):
-            raise ValueError("prefill kernel: shapes do not match the segment")
-        rc = self._fn(
+            raise ValueError("attention kernel: shapes do not match the segment")
+        rc = self._prefill(
             query.data_ptr(), query.stride(1), query.stride(0),
             keys.data_ptr(), values.data_ptr(), keys.stride(0),
             out.data_ptr(), out.stride(0), out.stride(1),
             n, start, hq, hkv, dim, scale, torch.get_num_threads(),
         )  # fmt: skip
         if rc != 0:
-            raise RuntimeError("prefill kernel: unsupported shape or out of memory")
+            raise RuntimeError("attention kernel: unsupported shape or out of memory")
+
+    def decode(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        lengths: torch.Tensor,
+        shared: int,
+        out: torch.Tensor,
+        scale: float,
+    ) -> None:
+        """One new token for each of pool rows ``0 .. n - 1``: ``query`` ``[n, Hq, D]``,
+        ``keys``/``values`` the layer's pool ``[slots, Hkv, capacity, D]`` (the new tokens'
+        KV already stored), ``lengths`` ``[n]`` int32 (each row's length with its new token),
+        ``shared``: positions ``0 .. shared - 1`` hold the same tokens in every row (read once,
+        from row 0); ``out`` ``[n, Hq, D]``. Writes ``out``."""
+        n, hq, dim = query.shape
+        _check_layout(query, keys[0], values[0], out)
+        if keys.stride(0) != values.stride(0) or keys.shape[0] < n or out.shape != query.shape:
+            raise ValueError("attention kernel: shapes do not match the decode rows")
+        if lengths.dtype != torch.int32 or not lengths.is_contiguous() or len(lengths) != n:
+            raise ValueError("attention kernel: lengths must be n contiguous int32")
+        if int(lengths.max()) > keys.shape[2] or not 0 <= shared < int(lengths.min()):
+            raise ValueError("attention kernel: lengths or shared prefix out of range")
+        rc = self._decode(
+            query.data_ptr(), query.stride(0), query.stride(1),
+            keys.data_ptr(), values.data_ptr(), keys.stride(0), keys.stride(1),
+            lengths.data_ptr(), shared,
+            out.data_ptr(), out.stride(0), out.stride(1),
+            n, hq, keys.shape[1], dim, scale, torch.get_num_threads(),
+        )  # fmt: skip
+        if rc != 0:
+            raise RuntimeError("attention kernel: unsupported shape or out of memory")
 
 
-def load_prefill_kernel(cache_dir: Path | None = None) -> PrefillKernel | None:
-    """The kernel, built on first use, or None (reason logged) where it cannot run."""
+def _check_layout(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, out: torch.Tensor):  # noqa: ANN202
+    """The C side reads raw pointers: check every layout assumption it makes (``keys`` and
+    ``values`` of one slot: ``[Hkv, L, D]``)."""
+    for t in (query, keys, values, out):
+        if t.dtype != torch.bfloat16 or t.stride(-1) != 1:
+            raise ValueError("attention kernel: bfloat16 tensors with a contiguous last dim")
+    if keys.stride() != values.stride() or keys.stride(1) != keys.shape[-1]:
+        raise ValueError("attention kernel: keys and values must be [Hkv, L, D] row-major")
+
+
+def load_attention_kernels(cache_dir: Path | None = None) -> AttentionKernels | None:
+    """The kernels, built on first use, or None (reason logged) where they cannot run."""
     reason = unsupported_reason()
     if reason is None:
         try:
-            return PrefillKernel(build(cache_dir or default_cache_dir()))
+            return AttentionKernels(build(cache_dir or default_cache_dir()))
         except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
             reason = str(exc)
-    log.info("native prefill attention off (%s); using PyTorch SDPA", reason)
+    log.info("native attention off (%s); using PyTorch attention", reason)
     return None

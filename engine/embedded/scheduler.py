@@ -27,7 +27,7 @@ import torch
 from engine.base import EngineBusy, EngineError, Finished, InvalidRequest
 from engine.embedded.attention import Segment, StepPlan, make_plan
 from engine.embedded.kv_pool import KVPool
-from engine.embedded.native import PrefillKernel
+from engine.embedded.native import AttentionKernels
 from engine.embedded.radix_cache import RadixKVCache, common_prefix_len, match_length
 from engine.embedded.sequence import Job, Sequence
 from engine.embedded.textstream import TextStream
@@ -62,10 +62,10 @@ class Scheduler:
         max_running: int,
         max_queue: int,
         pool: KVPool,
-        kernel: PrefillKernel | None = None,
+        kernel: AttentionKernels | None = None,
     ) -> None:
         self.forward = forward  # one packed step: (tokens, plan, keep) -> logits
-        self.kernel = kernel  # native attention for long prefill segments, or None (SDPA)
+        self.kernel = kernel  # native attention, or None (PyTorch attention)
         self.decode = decode
         self.eos = eos
         self.context_length = context_length
@@ -78,6 +78,7 @@ class Scheduler:
         self.active: list[Sequence] = []  # admitted: prefilling or decoding
         self.pool = pool
         self.decoding: list[Sequence] = []  # pool rows 0 .. len - 1, in order
+        self.shared = 0  # leading prompt tokens all decoding rows have in common
         self.owners: list[Sequence | None] = [None] * max_running  # pool row -> request
         self.counters = dict.fromkeys(COUNTERS, 0.0)
         self.closed = False
@@ -220,7 +221,9 @@ class Scheduler:
         for seg, seq in zip(segments, owners, strict=True):
             tokens += seq.job.ids[seg.start : seg.start + seg.count]
             keep.append(len(tokens) - 1)
-        logits = self.forward(tokens, make_plan(self.pool, n, segments, self.kernel), keep)
+        logits = self.forward(
+            tokens, make_plan(self.pool, n, segments, self.kernel, self.shared), keep
+        )
         done: list[Sequence] = []
         for row, seq in enumerate(self.decoding):
             seq.fed.append(seq.pending)
@@ -259,6 +262,7 @@ class Scheduler:
             self.owners[row] = seq
             seq.slot = row
         self.decoding.append(seq)
+        self.shared = self._shared_prompt()
 
     def _release(self, seq: Sequence) -> None:
         """Free ``seq``'s row; the last decoding row moves into a gap it leaves."""
@@ -274,6 +278,15 @@ class Scheduler:
                 self.owners[row] = tail
                 self.owners[last] = None
             self.decoding.pop()
+            self.shared = self._shared_prompt()
+
+    def _shared_prompt(self) -> int:
+        """How many leading prompt tokens every decoding row has in common: their KV is the
+        same in every row, so decode attention reads it once (from row 0)."""
+        if len(self.decoding) < 2:
+            return 0
+        first = self.decoding[0].job.ids
+        return min(common_prefix_len(first, s.job.ids) for s in self.decoding[1:])
 
     def _finish(self, seq: Sequence) -> None:
         """Hand the request its last items, and its KV to the radix cache."""

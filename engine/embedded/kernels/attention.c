@@ -1,0 +1,338 @@
+/* Attention over the embedded engine's slot KV pool, bfloat16 in and out, for x86-64 CPUs with
+ * AVX-512 BF16 (Zen 4 and later, Cooper Lake, Sapphire Rapids and later). Two entry points:
+ *
+ * prefill_attention: one prompt segment of one slot, causal. Query row i (position
+ *   q_start + i) of query head h attends to keys 0 .. q_start + i of KV head h / (hq / hkv).
+ * decode_attention: one new token for each of n slots (rows 0 .. n - 1 of the pool), each over
+ *   its own keys 0 .. lengths[r] - 1. The first `shared` positions hold the same prompt tokens
+ *   in every row (a shared system prompt or document prefix), so their keys and values are read
+ *   once, from row 0, for all rows' queries together; then each row's own suffix is attended
+ *   and the two partial softmaxes are merged (log-sum-exp).
+ *
+ * Both products run on VDPBF16PS (bf16 pairs, fp32 accumulation) over tiles of ROWS queries x
+ * KEYS keys; the softmax is online (running max and sum per query) in fp32, as in flash
+ * attention, so no score matrix is stored beyond one tile. K and V are first repacked into
+ * the pair-interleaved ("VNNI") layouts the instruction reads, zero-padded to whole key blocks.
+ *
+ * Layouts (element strides; the innermost dimension of every tensor is contiguous):
+ *   q[i, h, d]   at q + i * q_row + h * q_head
+ *   k[g, j, d]   at k + g * kv_head + j * head_dim        (v likewise; plus r * kv_slot per row)
+ *   out[i, h, d] at out + i * o_row + h * o_head
+ * Threads come from OpenMP: loaded into a PyTorch process, this library binds to PyTorch's own
+ * libgomp (same soname), so both share one thread team.
+ *
+ * Both return 0, or -1 for an unsupported shape or a failed allocation (nothing is written).
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KEYS 64 /* keys per block: four 16-lane vectors */
+#define ROWS 6  /* query rows per tile */
+
+typedef uint16_t bf16;
+
+#define MAX_D 128
+
+/* The unnormalised online-softmax state of up to ROWS queries: running max m (log2 units),
+ * running sum l, and the weighted sum of values o. */
+typedef struct {
+    float m[ROWS], l[ROWS];
+    float o[ROWS][MAX_D];
+} part_t;
+
+static inline __m512 exp2_ps(__m512 x) {
+    /* 2^x = 2^n * 2^f, n = round(x), |f| <= 1/2; degree-6 Taylor series of 2^f (error < 2e-7) */
+    x = _mm512_max_ps(x, _mm512_set1_ps(-126.0f));
+    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(x, n);
+    __m512 p = _mm512_set1_ps(1.5403530e-4f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504109e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022651e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* K[j, d] -> kp[(block16(j) * (D/2) + d/2) * 32 + (j % 16) * 2 + d % 2] */
+static void pack_k(const bf16 *k, int n_keys, int n_pad, int D, bf16 *kp) {
+    int pairs = D / 2;
+    memset(kp, 0, (size_t)n_pad * D * sizeof(bf16));
+    for (int j = 0; j < n_keys; j++) {
+        const uint32_t *src = (const uint32_t *)(k + (int64_t)j * D);
+        uint32_t *dst = (uint32_t *)kp + (int64_t)(j / 16) * pairs * 16 + (j % 16);
+        for (int p = 0; p < pairs; p++) dst[p * 16] = src[p];
+    }
+}
+
+/* V[j, d] -> vp[((j/2) * D + d) * 2 + j % 2] */
+static void pack_v(const bf16 *v, int n_keys, int n_pad, int D, bf16 *vp) {
+    memset(vp, 0, (size_t)n_pad * D * sizeof(bf16));
+    for (int j = 0; j < n_keys; j++) {
+        const bf16 *src = v + (int64_t)j * D;
+        bf16 *dst = vp + (int64_t)(j / 2) * D * 2 + (j % 2);
+        for (int d = 0; d < D; d++) dst[d * 2] = src[d];
+    }
+}
+
+static inline int64_t padded(int n_keys) { return (n_keys + KEYS - 1) / KEYS * KEYS; }
+
+/* Queries qrow[r] (NULL: a padding row) over packed keys; query r sees keys t < limit[r].
+ * Writes st. Every real row must see at least one key overall (limit >= 1). */
+static inline void attend_tile(const bf16 *const qrow[ROWS], const int limit[ROWS],
+                               const bf16 *kp, const bf16 *vp, float scale_log2, const int D,
+                               part_t *st) {
+    const int pairs = D / 2, nv = D / 16;
+    uint32_t qp[ROWS][MAX_D / 2];
+    __m512 o[ROWS][MAX_D / 16];
+    int visible = 0;
+    for (int r = 0; r < ROWS; r++) {
+        if (qrow[r])
+            memcpy(qp[r], qrow[r], D * sizeof(bf16));
+        else
+            memset(qp[r], 0, D * sizeof(bf16));
+        if (qrow[r] && limit[r] > visible) visible = limit[r];
+        st->m[r] = -INFINITY;
+        st->l[r] = 0.0f;
+        for (int c = 0; c < nv; c++) o[r][c] = _mm512_setzero_ps();
+    }
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    for (int k0 = 0; k0 < visible; k0 += KEYS) {
+        __m512 s[ROWS][4];
+        for (int r = 0; r < ROWS; r++)
+            for (int c = 0; c < 4; c++) s[r][c] = _mm512_setzero_ps();
+        const bf16 *kb = kp + (int64_t)(k0 / 16) * pairs * 32;
+        for (int p = 0; p < pairs; p++) {
+            __m512bh kv[4];
+            for (int c = 0; c < 4; c++)
+                kv[c] = (__m512bh)_mm512_loadu_si512(kb + ((int64_t)c * pairs + p) * 32);
+            for (int r = 0; r < ROWS; r++) {
+                __m512bh qb = (__m512bh)_mm512_set1_epi32((int)qp[r][p]);
+                for (int c = 0; c < 4; c++) s[r][c] = _mm512_dpbf16_ps(s[r][c], qb, kv[c]);
+            }
+        }
+        uint32_t pb[ROWS][KEYS / 2];
+        for (int r = 0; r < ROWS; r++) {
+            /* keys k0 + t with t < lim are visible to row r */
+            const int lim = qrow[r] ? limit[r] - k0 : 0;
+            __mmask16 mask[4];
+            __m512 mx = _mm512_set1_ps(-INFINITY);
+            for (int c = 0; c < 4; c++) {
+                __m512i idx = _mm512_add_epi32(lane, _mm512_set1_epi32(c * 16));
+                mask[c] = _mm512_cmplt_epi32_mask(idx, _mm512_set1_epi32(lim));
+                s[r][c] = _mm512_mul_ps(s[r][c], _mm512_set1_ps(scale_log2));
+                mx = _mm512_mask_max_ps(mx, mask[c], mx, s[r][c]);
+            }
+            const float bmax = _mm512_reduce_max_ps(mx);
+            const float m_new = st->m[r] > bmax ? st->m[r] : bmax;
+            if (m_new == -INFINITY) { /* nothing visible to this row in this block */
+                memset(pb[r], 0, sizeof(pb[r]));
+                continue;
+            }
+            const __m512 alpha = exp2_ps(_mm512_set1_ps(st->m[r] - m_new));
+            const __m512 mn = _mm512_set1_ps(m_new);
+            __m512 sum = _mm512_setzero_ps();
+            __m512 pr[4];
+            for (int c = 0; c < 4; c++) {
+                pr[c] = _mm512_maskz_mov_ps(mask[c], exp2_ps(_mm512_sub_ps(s[r][c], mn)));
+                sum = _mm512_add_ps(sum, pr[c]);
+            }
+            st->l[r] = st->l[r] * _mm512_cvtss_f32(alpha) + _mm512_reduce_add_ps(sum);
+            st->m[r] = m_new;
+            for (int c = 0; c < nv; c++) o[r][c] = _mm512_mul_ps(o[r][c], alpha);
+            /* cvtne2ps puts its second operand in the low half */
+            _mm512_storeu_si512(pb[r], (__m512i)_mm512_cvtne2ps_pbh(pr[1], pr[0]));
+            _mm512_storeu_si512(pb[r] + 16, (__m512i)_mm512_cvtne2ps_pbh(pr[3], pr[2]));
+        }
+        const bf16 *vb = vp + (int64_t)(k0 / 2) * D * 2;
+        for (int jp = 0; jp < KEYS / 2; jp++) {
+            __m512bh vv[MAX_D / 16];
+            for (int c = 0; c < nv; c++)
+                vv[c] = (__m512bh)_mm512_loadu_si512(vb + ((int64_t)jp * D + c * 16) * 2);
+            for (int r = 0; r < ROWS; r++) {
+                __m512bh w = (__m512bh)_mm512_set1_epi32((int)pb[r][jp]);
+                for (int c = 0; c < nv; c++) o[r][c] = _mm512_dpbf16_ps(o[r][c], w, vv[c]);
+            }
+        }
+    }
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < nv; c++) _mm512_storeu_ps(st->o[r] + c * 16, o[r][c]);
+}
+
+/* a.row ra <- a.row ra (+) b.row rb: the state of both key sets together */
+static inline void merge(part_t *a, int ra, const part_t *b, int rb, int D) {
+    const float m = a->m[ra] > b->m[rb] ? a->m[ra] : b->m[rb];
+    const float wa = a->m[ra] == -INFINITY ? 0.0f : exp2f(a->m[ra] - m);
+    const float wb = b->m[rb] == -INFINITY ? 0.0f : exp2f(b->m[rb] - m);
+    for (int d = 0; d < D; d++) a->o[ra][d] = wa * a->o[ra][d] + wb * b->o[rb][d];
+    a->l[ra] = wa * a->l[ra] + wb * b->l[rb];
+    a->m[ra] = m;
+}
+
+static inline void store_row(const part_t *st, int r, bf16 *dst, int D) {
+    const __m512 inv = _mm512_set1_ps(1.0f / st->l[r]);
+    for (int c = 0; c < D / 16; c++)
+        _mm256_storeu_si256(
+            (__m256i *)(dst + c * 16),
+            (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(st->o[r] + c * 16), inv)));
+}
+
+/* head_dim as a compile-time constant, so the tile loops unroll */
+static inline void attend_tile_d(const bf16 *const qrow[ROWS], const int limit[ROWS],
+                                 const bf16 *kp, const bf16 *vp, float scale_log2, int D,
+                                 part_t *st) {
+    if (D == 64)
+        attend_tile(qrow, limit, kp, vp, scale_log2, 64, st);
+    else
+        attend_tile(qrow, limit, kp, vp, scale_log2, 128, st);
+}
+
+static int clamp_threads(int n_threads, int items) {
+    if (n_threads < 1) n_threads = 1;
+    if (n_threads > items) n_threads = items;
+    return n_threads < 1 ? 1 : n_threads;
+}
+
+int prefill_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k, const bf16 *v,
+                      int64_t kv_head, bf16 *out, int64_t o_row, int64_t o_head, int n_q,
+                      int q_start, int hq, int hkv, int head_dim, float scale, int n_threads) {
+    if ((head_dim != 64 && head_dim != 128) || hkv < 1 || hq % hkv || n_q <= 0 || q_start < 0)
+        return -1;
+    const int D = head_dim, group = hq / hkv, n_keys = q_start + n_q;
+    const int64_t packed = padded(n_keys) * D;
+    bf16 *buf = aligned_alloc(64, (size_t)packed * hkv * 2 * sizeof(bf16));
+    if (!buf) return -1;
+    bf16 *kp = buf, *vp = buf + packed * hkv;
+    const float scale_log2 = scale * 1.4426950408889634f;
+    const int tiles = (n_q + ROWS - 1) / ROWS, items = tiles * hq;
+#pragma omp parallel num_threads(clamp_threads(n_threads, items))
+    {
+#pragma omp for schedule(static, 1)
+        for (int g = 0; g < 2 * hkv; g++) {
+            if (g < hkv)
+                pack_k(k + g * kv_head, n_keys, padded(n_keys), D, kp + g * packed);
+            else
+                pack_v(v + (g - hkv) * kv_head, n_keys, padded(n_keys), D,
+                       vp + (g - hkv) * packed);
+        }
+        /* round-robin items: later tiles see more keys, so this balances the threads */
+#pragma omp for schedule(static, 1)
+        for (int item = 0; item < items; item++) {
+            const int h = item % hq, r0 = item / hq * ROWS;
+            const bf16 *qrow[ROWS];
+            int limit[ROWS];
+            for (int r = 0; r < ROWS; r++) {
+                const int row = r0 + r;
+                qrow[r] = row < n_q ? q + (int64_t)row * q_row + (int64_t)h * q_head : NULL;
+                limit[r] = q_start + row + 1;
+            }
+            part_t st;
+            attend_tile_d(qrow, limit, kp + (h / group) * packed, vp + (h / group) * packed,
+                          scale_log2, D, &st);
+            for (int r = 0; r < ROWS && r0 + r < n_q; r++)
+                store_row(&st, r, out + (int64_t)(r0 + r) * o_row + (int64_t)h * o_head, D);
+        }
+    }
+    free(buf);
+    return 0;
+}
+
+int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k, const bf16 *v,
+                     int64_t kv_slot, int64_t kv_head, const int32_t *lengths, int shared,
+                     bf16 *out, int64_t o_row, int64_t o_head, int n, int hq, int hkv,
+                     int head_dim, float scale, int n_threads) {
+    if ((head_dim != 64 && head_dim != 128) || hkv < 1 || hq % hkv || n <= 0 || shared < 0)
+        return -1;
+    int longest = 0;
+    for (int r = 0; r < n; r++) {
+        if (lengths[r] < 1 || lengths[r] <= (n > 1 ? shared : 0)) return -1;
+        if (lengths[r] > longest) longest = lengths[r];
+    }
+    if (n == 1) shared = 0; /* nothing to share */
+    const int D = head_dim, group = hq / hkv;
+    const float scale_log2 = scale * 1.4426950408889634f;
+    const int shared_tiles = (n * group + ROWS - 1) / ROWS;
+    const int64_t packed_shared = padded(shared) * D, packed_own = padded(longest - shared) * D;
+    int threads = clamp_threads(n_threads, n * hkv);
+    /* everything is allocated up front: a parallel region cannot fail half-way */
+    bf16 *shared_kv = shared ? aligned_alloc(64, (size_t)packed_shared * hkv * 2 * sizeof(bf16))
+                             : NULL;
+    part_t *shared_st = shared ? malloc(sizeof(part_t) * shared_tiles * hkv) : NULL;
+    bf16 *own_kv = aligned_alloc(64, (size_t)packed_own * 2 * threads * sizeof(bf16));
+    if ((shared && (!shared_kv || !shared_st)) || !own_kv) {
+        free(shared_kv);
+        free(shared_st);
+        free(own_kv);
+        return -1;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        if (shared) {
+            /* 1. the shared prefix, from row 0, for every row's queries at once */
+#pragma omp for schedule(static, 1)
+            for (int g = 0; g < 2 * hkv; g++) {
+                const int64_t at = (int64_t)(g % hkv) * kv_head;
+                bf16 *dst = shared_kv + (int64_t)g * packed_shared;
+                if (g < hkv)
+                    pack_k(k + at, shared, padded(shared), D, dst);
+                else
+                    pack_v(v + at, shared, padded(shared), D, dst);
+            }
+#pragma omp for schedule(static, 1)
+            for (int item = 0; item < shared_tiles * hkv; item++) {
+                const int g = item / shared_tiles, t = item % shared_tiles;
+                const bf16 *qrow[ROWS];
+                int limit[ROWS];
+                for (int r = 0; r < ROWS; r++) {
+                    const int qi = t * ROWS + r; /* query qi: row qi / group, head in group */
+                    qrow[r] = qi < n * group ? q + (int64_t)(qi / group) * q_row +
+                                                   (int64_t)(g * group + qi % group) * q_head
+                                             : NULL;
+                    limit[r] = shared;
+                }
+                attend_tile_d(qrow, limit, shared_kv + (int64_t)g * packed_shared,
+                              shared_kv + (int64_t)(hkv + g) * packed_shared, scale_log2, D,
+                              &shared_st[item]);
+            }
+        }
+        /* 2. each row's own keys after the shared prefix; merge; store */
+        bf16 *kp = own_kv + (int64_t)omp_get_thread_num() * 2 * packed_own;
+        bf16 *vp = kp + packed_own;
+#pragma omp for schedule(static, 1)
+        for (int item = 0; item < n * hkv; item++) {
+            const int r = item / hkv, g = item % hkv, own = lengths[r] - shared;
+            const int64_t at = (int64_t)r * kv_slot + (int64_t)g * kv_head + (int64_t)shared * D;
+            pack_k(k + at, own, padded(own), D, kp);
+            pack_v(v + at, own, padded(own), D, vp);
+            for (int i0 = 0; i0 < group; i0 += ROWS) {
+                const bf16 *qrow[ROWS];
+                int limit[ROWS];
+                for (int i = 0; i < ROWS; i++) {
+                    qrow[i] = i0 + i < group
+                                  ? q + (int64_t)r * q_row + (int64_t)(g * group + i0 + i) * q_head
+                                  : NULL;
+                    limit[i] = own;
+                }
+                part_t st;
+                attend_tile_d(qrow, limit, kp, vp, scale_log2, D, &st);
+                for (int i = 0; i < ROWS && i0 + i < group; i++) {
+                    if (shared) {
+                        const int qi = r * group + i0 + i;
+                        merge(&st, i, &shared_st[g * shared_tiles + qi / ROWS], qi % ROWS, D);
+                    }
+                    store_row(&st, i,
+                              out + (int64_t)r * o_row + (int64_t)(g * group + i0 + i) * o_head, D);
+                }
+            }
+        }
+    }
+    free(shared_kv);
+    free(shared_st);
+    free(own_kv);
+    return 0;
+}
