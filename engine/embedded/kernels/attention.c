@@ -164,6 +164,94 @@ static inline void attend_tile(const bf16 *const qrow[ROWS], const int limit[ROW
         for (int c = 0; c < nv; c++) _mm512_storeu_ps(st->o[r] + c * 16, o[r][c]);
 }
 
+/* The first `rows` queries (rows <= ROWS) over one row's own keys, read in place (row-major
+ * [own, D]: no repacking, which would cost as much as the read for so few queries). Scores
+ * go to sbuf ([ROWS][own] floats), then one softmax pass and one pass over the values. */
+static inline __attribute__((always_inline)) void own_keys(
+    const bf16 *const qrow[ROWS], const int rows, const bf16 *k, const bf16 *v, int own,
+    float scale_log2, const int D, float *sbuf, part_t *st) {
+    const int halves = D / 32, nv = D / 16;
+    __m512bh qv[ROWS][MAX_D / 32];
+    float mx[ROWS];
+    for (int r = 0; r < rows; r++) {
+        for (int h = 0; h < halves; h++)
+            qv[r][h] = (__m512bh)_mm512_loadu_si512(qrow[r] + h * 32);
+        mx[r] = -INFINITY;
+    }
+    for (int j = 0; j < own; j++) {
+        __m512bh kh[MAX_D / 32];
+        for (int h = 0; h < halves; h++)
+            kh[h] = (__m512bh)_mm512_loadu_si512(k + (int64_t)j * D + h * 32);
+        for (int r = 0; r < rows; r++) {
+            __m512 acc = _mm512_setzero_ps();
+            for (int h = 0; h < halves; h++) acc = _mm512_dpbf16_ps(acc, qv[r][h], kh[h]);
+            const float sc = _mm512_reduce_add_ps(acc) * scale_log2;
+            sbuf[r * own + j] = sc;
+            mx[r] = sc > mx[r] ? sc : mx[r];
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        const __m512 mn = _mm512_set1_ps(mx[r]);
+        __m512 sum = _mm512_setzero_ps();
+        float *row = sbuf + r * own;
+        for (int j = 0; j < own; j += 16) {
+            const __mmask16 live = own - j >= 16 ? 0xFFFF : (__mmask16)((1u << (own - j)) - 1);
+            __m512 e = exp2_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(live, row + j), mn));
+            e = _mm512_maskz_mov_ps(live, e);
+            _mm512_mask_storeu_ps(row + j, live, e);
+            sum = _mm512_add_ps(sum, e);
+        }
+        st->m[r] = mx[r];
+        st->l[r] = _mm512_reduce_add_ps(sum);
+    }
+    __m512 o[ROWS][MAX_D / 16];
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < nv; c++) o[r][c] = _mm512_setzero_ps();
+    for (int j = 0; j < own; j++) {
+        __m512 vf[MAX_D / 16];
+        for (int c = 0; c < nv; c++)
+            vf[c] = _mm512_cvtpbh_ps(
+                (__m256bh)_mm256_loadu_si256((const __m256i *)(v + (int64_t)j * D + c * 16)));
+        for (int r = 0; r < rows; r++) {
+            const __m512 pj = _mm512_set1_ps(sbuf[r * own + j]);
+            for (int c = 0; c < nv; c++) o[r][c] = _mm512_fmadd_ps(pj, vf[c], o[r][c]);
+        }
+    }
+    for (int r = 0; r < ROWS; r++) {
+        if (r >= rows) {
+            st->m[r] = -INFINITY;
+            st->l[r] = 0.0f;
+            continue;
+        }
+        for (int c = 0; c < nv; c++) _mm512_storeu_ps(st->o[r] + c * 16, o[r][c]);
+    }
+}
+
+/* own_keys with the query count and head_dim as compile-time constants */
+static void own_keys_any(const bf16 *const qrow[ROWS], int rows, const bf16 *k, const bf16 *v,
+                         int own, float scale_log2, int D, float *sbuf, part_t *st) {
+#define OWN_CASE(R)                                                              \
+    case R:                                                                      \
+        if (D == 64)                                                             \
+            own_keys(qrow, R, k, v, own, scale_log2, 64, sbuf, st);              \
+        else                                                                     \
+            own_keys(qrow, R, k, v, own, scale_log2, 128, sbuf, st);             \
+        break;
+    switch (rows) {
+        OWN_CASE(1)
+        OWN_CASE(2)
+        OWN_CASE(3)
+        OWN_CASE(4)
+        OWN_CASE(5)
+        default:
+            if (D == 64)
+                own_keys(qrow, ROWS, k, v, own, scale_log2, 64, sbuf, st);
+            else
+                own_keys(qrow, ROWS, k, v, own, scale_log2, 128, sbuf, st);
+    }
+#undef OWN_CASE
+}
+
 /* a.row ra <- a.row ra (+) b.row rb: the state of both key sets together */
 static inline void merge(part_t *a, int ra, const part_t *b, int rb, int D) {
     const float m = a->m[ra] > b->m[rb] ? a->m[ra] : b->m[rb];
@@ -257,17 +345,17 @@ int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k
     const int D = head_dim, group = hq / hkv;
     const float scale_log2 = scale * 1.4426950408889634f;
     const int shared_tiles = (n * group + ROWS - 1) / ROWS;
-    const int64_t packed_shared = padded(shared) * D, packed_own = padded(longest - shared) * D;
+    const int64_t packed_shared = padded(shared) * D;
     int threads = clamp_threads(n_threads, n * hkv);
     /* everything is allocated up front: a parallel region cannot fail half-way */
     bf16 *shared_kv = shared ? aligned_alloc(64, (size_t)packed_shared * hkv * 2 * sizeof(bf16))
                              : NULL;
     part_t *shared_st = shared ? malloc(sizeof(part_t) * shared_tiles * hkv) : NULL;
-    bf16 *own_kv = aligned_alloc(64, (size_t)packed_own * 2 * threads * sizeof(bf16));
-    if ((shared && (!shared_kv || !shared_st)) || !own_kv) {
+    float *scores = malloc(sizeof(float) * ROWS * (size_t)(longest - shared) * threads);
+    if ((shared && (!shared_kv || !shared_st)) || !scores) {
         free(shared_kv);
         free(shared_st);
-        free(own_kv);
+        free(scores);
         return -1;
     }
 #pragma omp parallel num_threads(threads)
@@ -300,27 +388,22 @@ int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k
                               &shared_st[item]);
             }
         }
-        /* 2. each row's own keys after the shared prefix; merge; store */
-        bf16 *kp = own_kv + (int64_t)omp_get_thread_num() * 2 * packed_own;
-        bf16 *vp = kp + packed_own;
+        /* 2. each row's own keys after the shared prefix, in place; merge; store */
+        float *sbuf = scores + (int64_t)omp_get_thread_num() * ROWS * (longest - shared);
 #pragma omp for schedule(static, 1)
         for (int item = 0; item < n * hkv; item++) {
             const int r = item / hkv, g = item % hkv, own = lengths[r] - shared;
             const int64_t at = (int64_t)r * kv_slot + (int64_t)g * kv_head + (int64_t)shared * D;
-            pack_k(k + at, own, padded(own), D, kp);
-            pack_v(v + at, own, padded(own), D, vp);
             for (int i0 = 0; i0 < group; i0 += ROWS) {
                 const bf16 *qrow[ROWS];
-                int limit[ROWS];
-                for (int i = 0; i < ROWS; i++) {
-                    qrow[i] = i0 + i < group
+                const int rows = group - i0 < ROWS ? group - i0 : ROWS;
+                for (int i = 0; i < ROWS; i++)
+                    qrow[i] = i < rows
                                   ? q + (int64_t)r * q_row + (int64_t)(g * group + i0 + i) * q_head
                                   : NULL;
-                    limit[i] = own;
-                }
                 part_t st;
-                attend_tile_d(qrow, limit, kp, vp, scale_log2, D, &st);
-                for (int i = 0; i < ROWS && i0 + i < group; i++) {
+                own_keys_any(qrow, rows, k + at, v + at, own, scale_log2, D, sbuf, &st);
+                for (int i = 0; i < rows; i++) {
                     if (shared) {
                         const int qi = r * group + i0 + i;
                         merge(&st, i, &shared_st[g * shared_tiles + qi / ROWS], qi % ROWS, D);
@@ -333,6 +416,6 @@ int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k
     }
     free(shared_kv);
     free(shared_st);
-    free(own_kv);
+    free(scores);
     return 0;
 }
