@@ -137,8 +137,10 @@ def test_build_is_cached_and_a_failed_build_falls_back(tmp_path: Path, monkeypat
 
 
 @needs_kernel
-def test_fused_runner_on_the_kernel_matches_sdpa(model_dir, kernel: AttentionKernels) -> None:  # noqa: ANN001
-    """bfloat16 model, a long prompt in two chunks: the kernel's logits agree with SDPA's."""
+def test_fused_runner_on_the_kernels_matches_pytorch_attention(model_dir, kernel) -> None:  # noqa: ANN001
+    """bfloat16 model: a long prompt in two chunks, a second prompt sharing its first 500
+    tokens, then one decode step over both rows (the shared prefix read once): the kernels'
+    logits agree with PyTorch attention's (SDPA and matmul)."""
     from transformers import AutoModelForCausalLM
 
     from engine.embedded.attention import Segment, make_plan
@@ -148,14 +150,63 @@ def test_fused_runner_on_the_kernel_matches_sdpa(model_dir, kernel: AttentionKer
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.bfloat16).eval()
     cfg = model.config
     runner = FusedLlama(model)
-    ids = list(range(1000, 1600))
+    a = list(range(1000, 1600))
+    b = a[:500] + list(range(2000, 2090))
     results = []
     for k in (None, kernel):
-        pool = KVPool(cfg.num_hidden_layers, 1, cfg.num_key_value_heads, 64, torch.bfloat16)
-        runner.step(ids[:300], make_plan(pool, 0, [Segment(0, 0, 300)], k), [299])
+        pool = KVPool(cfg.num_hidden_layers, 2, cfg.num_key_value_heads, 64, torch.bfloat16)
+        runner.step(a[:300], make_plan(pool, 0, [Segment(0, 0, 300)], k), [299])
         plan = make_plan(pool, 0, [Segment(0, 300, 300)], k)
         assert (plan.kernel is k) and (plan.segments[0].mask is None) == (k is not None)
-        results.append(runner.step(ids[300:], plan, [299])[0].float())
-    sdpa, native = results
-    assert F.cosine_similarity(sdpa, native, dim=0) > 0.999
-    assert int(sdpa.argmax()) == int(native.argmax())
+        first = runner.step(a[300:], plan, [299])
+        runner.step(b, make_plan(pool, 0, [Segment(1, 0, len(b))], k), [len(b) - 1])
+        plan = make_plan(pool, 2, [], k, shared=500)
+        assert plan.decode_shared == 500 and (plan.decode_mask is None) == (k is not None)
+        decoded = runner.step([5, 6], plan, [0, 1])
+        assert pool.lengths == [601, len(b) + 1]
+        results.append(torch.cat([first, decoded]).float())
+    pytorch, native = results
+    for row in range(3):
+        assert F.cosine_similarity(pytorch[row], native[row], dim=0) > 0.999, row
+        assert int(pytorch[row].argmax()) == int(native[row].argmax()), row
+
+
+def test_engine_decodes_a_shared_prompt_prefix_once(engine) -> None:  # noqa: ANN001
+    """Three concurrent requests with one long common prompt prefix: the scheduler hands the
+    kernels that prefix (read once per step), and every request is answered."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine.base import Finished, GenerateRequest, SamplingParams
+
+    scheduler = engine._scheduler
+    prefix = engine.encode("Travel policy: economy class for flights under six hours. " * 30)
+    prompts = [
+        prefix + engine.encode(f" Question {i}: what applies to trip {i}?") for i in range(3)
+    ]
+    seen: list[int] = []
+    forward = scheduler.forward
+
+    def spy(tokens, plan, keep):  # noqa: ANN001, ANN202
+        if plan.n_decode > 1:
+            seen.append(plan.decode_shared)
+        return forward(tokens, plan, keep)
+
+    def run(ids: list[int]) -> Finished:
+        request = GenerateRequest(
+            input_ids=tuple(ids), sampling=SamplingParams(12, ignore_eos=True)
+        )
+        return [i for i in engine.generate(request) if isinstance(i, Finished)][0]
+
+    scheduler.forward = spy
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            finals = list(pool.map(run, prompts))
+    finally:
+        scheduler.forward = forward
+    assert all(f.stats.completion_tokens == 12 for f in finals)
+    common = min(
+        next((i for i, (x, y) in enumerate(zip(prompts[0], p, strict=False)) if x != y), len(p))
+        for p in prompts[1:]
+    )
+    assert common >= len(prefix) - 1
+    assert seen and max(seen) == common
