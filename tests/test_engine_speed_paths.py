@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from engine.embedded.kv_pool import GROW, KVPool
@@ -63,6 +64,7 @@ print(json.dumps({
     "capability": torch.backends.cpu.get_cpu_capability(),
     "dtype": eng.info().dtype,
     "attention": eng.attention,
+    "runtime": eng.info().runtime,
     "same": a == b,
     "cached": [sa.cached_tokens, sb.cached_tokens, sc.cached_tokens],
     "prompt": [sa.prompt_tokens, sb.prompt_tokens, sc.prompt_tokens],
@@ -86,7 +88,8 @@ def test_portable_path_without_avx512(model_dir) -> None:  # noqa: ANN001
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["capability"] == "AVX2"
     assert out["dtype"] == "float32"  # "auto" picks float32 without AVX-512
-    assert out["attention"] == "sdpa"  # the native kernel needs AVX-512 BF16
+    assert out["attention"] == "pytorch"  # the native kernels need AVX-512 BF16
+    assert "prepacked" not in out["runtime"]  # oneDNN packing is for bfloat16 only
     assert out["completion"] > 0
     # the second run reuses every prompt token but the last, and answers the same
     assert out["same"] is True
@@ -148,3 +151,35 @@ def test_fused_runner_matches_stock_transformers(model_dir) -> None:  # noqa: AN
     assert torch.allclose(logits[1], ref_a, atol=2e-4)
     with torch.inference_mode():  # the stock forward on the re-bound (fused) weights
         assert torch.allclose(model(torch.tensor([a])).logits[0, -1], ref_a, atol=1e-5)
+
+
+def test_prepacked_linears_match_plain_ones(model_dir) -> None:  # noqa: ANN001
+    """bfloat16: the fused runner on oneDNN-prepacked weights gives the plain runner's logits,
+    for a decode-sized and a prefill-sized step."""
+    from transformers import AutoModelForCausalLM
+
+    from engine.embedded.attention import Segment, make_plan
+    from engine.embedded.fused import FusedLlama
+    from engine.embedded.linear import make_linear, packing_available
+
+    if not packing_available(torch.bfloat16):
+        pytest.skip("this PyTorch build has no oneDNN prepacked linear")
+    assert not packing_available(torch.float32)  # packing is for bfloat16 only
+    w, b = torch.randn(96, 64).bfloat16(), torch.randn(96).bfloat16()
+    x = torch.randn(5, 64).bfloat16()
+    assert torch.allclose(
+        make_linear(w, b, True)(x).float(), make_linear(w, b, False)(x).float(), atol=0.05
+    )
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.bfloat16).eval()
+    cfg = model.config
+    logits = []
+    for pack in (False, True):
+        runner = FusedLlama(model, pack=pack)
+        pool = KVPool(cfg.num_hidden_layers, 2, cfg.num_key_value_heads, 64, torch.bfloat16)
+        ids = list(range(500, 800))
+        first = runner.step(ids, make_plan(pool, 0, [Segment(0, 0, len(ids))]), [len(ids) - 1])
+        second = runner.step([7], make_plan(pool, 1, []), [0])
+        logits.append(torch.cat([first, second]).float())
+    for row in range(2):
+        assert torch.nn.functional.cosine_similarity(logits[0][row], logits[1][row], dim=0) > 0.999
+        assert int(logits[0][row].argmax()) == int(logits[1][row].argmax())

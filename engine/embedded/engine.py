@@ -23,6 +23,7 @@ from engine.embedded.attention import install as install_pool_attention
 from engine.embedded.attention import run_step
 from engine.embedded.fused import FusedLlama, fusable
 from engine.embedded.kv_pool import KVPool
+from engine.embedded.linear import packing_available
 from engine.embedded.native import load_attention_kernels
 from engine.embedded.scheduler import Scheduler
 from engine.embedded.sequence import Job
@@ -58,6 +59,7 @@ class EmbeddedEngine:
         fused: bool = True,
         native_attention: bool = True,
         kernel_dir: Path | None = None,
+        packed_weights: bool = True,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -76,8 +78,9 @@ class EmbeddedEngine:
         install_pool_attention(self.model)
         # the fused runner where the model has the Llama shape; transformers' forward otherwise
         self.runner = "fused" if fused and fusable(self.model) else "transformers"
+        packed = packed_weights and self.runner == "fused" and packing_available(self._dtype)
         if self.runner == "fused":
-            forward = FusedLlama(self.model).step
+            forward = FusedLlama(self.model, pack=packed).step
         else:
             forward = functools.partial(run_step, self.model)
         cfg = self.model.config
@@ -85,13 +88,10 @@ class EmbeddedEngine:
         kernel = load_attention_kernels(kernel_dir) if native_attention else None
         if kernel is not None and not kernel.supports(self._dtype, head_dim):
             kernel = None
-        self.attention = kernel.name if kernel is not None else "sdpa"
-        log.info(
-            "embedded engine: %s runner, %s, %s prefill attention",
-            self.runner,
-            self._dtype,
-            self.attention,
-        )
+        self.attention = kernel.name if kernel is not None else "pytorch"
+        weights = ", prepacked weights" if packed else ""
+        self.runtime = f"{self.runner} runner{weights}, {self.attention} attention"
+        log.info("embedded engine: %s, %s", self.runtime, self._dtype)
         pool = KVPool(
             layers=cfg.num_hidden_layers,
             slots=max_running,
@@ -157,7 +157,7 @@ class EmbeddedEngine:
             profile=self.profile,
             dtype=str(self._dtype).removeprefix("torch."),
             cache_page_tokens=1,  # the radix cache matches token by token
-            runtime=f"{self.runner} runner, {self.attention} prefill attention",
+            runtime=self.runtime,
         )
 
     def metrics(self) -> dict[str, float]:

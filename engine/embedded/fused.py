@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.embedded.attention import StepPlan, advance, attend, positions
+from engine.embedded.linear import make_linear
 
 FUSABLE_TYPES = frozenset({"llama", "mistral", "qwen2"})
 
@@ -65,13 +66,13 @@ def _fuse(parts: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | No
 
 
 class _Layer:
-    def __init__(self, layer: torch.nn.Module) -> None:
+    def __init__(self, layer: torch.nn.Module, pack: bool) -> None:
         attn, mlp = layer.self_attn, layer.mlp
-        self.qkv, self.qkv_bias = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
+        self.qkv = make_linear(*_fuse([attn.q_proj, attn.k_proj, attn.v_proj]), pack)
         self.qk_width = attn.q_proj.out_features + attn.k_proj.out_features
-        self.o = attn.o_proj.weight
-        self.gate_up, _ = _fuse([mlp.gate_proj, mlp.up_proj])
-        self.down = mlp.down_proj.weight
+        self.o = make_linear(attn.o_proj.weight, None, pack)
+        self.gate_up = make_linear(_fuse([mlp.gate_proj, mlp.up_proj])[0], None, pack)
+        self.down = make_linear(mlp.down_proj.weight, None, pack)
         self.norm_in = layer.input_layernorm.weight
         self.norm_post = layer.post_attention_layernorm.weight
         self.scale = float(attn.scaling)
@@ -94,18 +95,19 @@ class FusedLlama:
     """Runs packed steps (see ``attention.py``) for a fusable model. Not thread-safe: the
     scheduler thread is its only user."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, pack: bool = False) -> None:
+        """``pack``: run the linears on prepacked weights (``linear.py``; bfloat16 only)."""
         inner = model.model
         cfg = model.config
         self.embed = inner.embed_tokens.weight
         self.rotary = inner.rotary_emb
         self.norm = inner.norm.weight
         self.eps = float(getattr(cfg, "rms_norm_eps", 1e-6))
-        self.lm_head = model.lm_head.weight
+        self.lm_head = make_linear(model.lm_head.weight, None, pack)
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.q_heads = cfg.num_attention_heads
         self.kv_heads = cfg.num_key_value_heads
-        self.layers = [_Layer(layer) for layer in inner.layers]
+        self.layers = [_Layer(layer, pack) for layer in inner.layers]
 
     @torch.inference_mode()
     def step(self, tokens: list[int], plan: StepPlan, keep: list[int]) -> torch.Tensor:
@@ -117,7 +119,7 @@ class FusedLlama:
         cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)
         for index, layer in enumerate(self.layers):
             x = _rms(h, layer.norm_in, self.eps)
-            qkv = F.linear(x, layer.qkv, layer.qkv_bias)
+            qkv = layer.qkv(x)
             # q and k heads are adjacent in each row: one rotary pass over both
             qk = _rope(qkv[:, : layer.qk_width].view(n, -1, d), cos, sin)
             q, k = qk[:, : self.q_heads], qk[:, self.q_heads :]
@@ -130,10 +132,10 @@ class FusedLlama:
                 v.transpose(0, 1).unsqueeze(0),
                 layer.scale,
             )  # [1, N, Hq, D]
-            h = h + F.linear(out.view(n, self.q_heads * d), layer.o)
+            h = h + layer.o(out.view(n, self.q_heads * d))
             x = _rms(h, layer.norm_post, self.eps)
-            gate, up = F.linear(x, layer.gate_up).chunk(2, dim=-1)
-            h = h + F.linear(F.silu(gate) * up, layer.down)
+            gate, up = layer.gate_up(x).chunk(2, dim=-1)
+            h = h + layer.down(F.silu(gate) * up)
         h = _rms(h[keep], self.norm, self.eps)
         advance(plan)
-        return F.linear(h, self.lm_head)
+        return self.lm_head(h)

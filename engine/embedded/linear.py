@@ -1,0 +1,54 @@
+"""Linear layers on weights prepacked once into oneDNN's blocked layout.
+
+``F.linear`` hands oneDNN a plain row-major weight on every call. For a decode step (a few
+token rows against each weight matrix, so bound by reading the weights from memory) that runs
+at 10-14 GB/s on this project's 2-core Zen 4 VM, while the same product on a weight reordered
+once into oneDNN's own layout runs at 18-22 GB/s, the machine's read bandwidth (measured with
+the model's shapes, every weight cold in cache). Prefill GEMMs gain 3-6%.
+
+The packed copy sits beside the original (transformers' forward and the tied embedding still
+read that), about the size of the model's linear weights again. Packing is used for bfloat16
+only, where oneDNN's AVX-512 BF16 kernels apply; a PyTorch build without the op, or one that
+fails a probe, keeps ``F.linear``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+log = logging.getLogger(__name__)
+
+Linear = Callable[[torch.Tensor], torch.Tensor]
+# oneDNN picks its blocking for this many rows; any row count is computed correctly
+PACK_ROWS_HINT = 512
+
+
+def packing_available(dtype: torch.dtype) -> bool:
+    """True when prepacked linears run here for ``dtype`` (probed once per call: cheap)."""
+    if dtype != torch.bfloat16 or not torch.backends.mkldnn.is_available():
+        return False
+    ops = torch.ops.mkldnn
+    if not (hasattr(ops, "_reorder_linear_weight") and hasattr(ops, "_linear_pointwise")):
+        return False
+    try:
+        w = torch.randn(64, 32).to(dtype)
+        x = torch.randn(3, 32).to(dtype)
+        packed = ops._reorder_linear_weight(w, PACK_ROWS_HINT)
+        got = ops._linear_pointwise(x, packed, None, "none", [], "")
+        return bool(torch.allclose(got.float(), F.linear(x, w).float(), atol=1e-2, rtol=1e-2))
+    except (RuntimeError, TypeError) as exc:
+        log.info("prepacked linear weights unavailable: %s", exc)
+        return False
+
+
+def make_linear(weight: torch.Tensor, bias: torch.Tensor | None, pack: bool) -> Linear:
+    """``x -> x @ weight.T + bias``, on a prepacked copy of ``weight`` when ``pack``."""
+    if not pack:
+        return lambda x: F.linear(x, weight, bias)
+    packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS_HINT)
+    op = torch.ops.mkldnn._linear_pointwise
+    return lambda x: op(x, packed, bias, "none", [], "")
