@@ -79,6 +79,7 @@ def test_prefill_matches_float32_attention(
         ([1600, 1650, 1601, 1700, 1622, 1603, 1640, 1611], 1500, 9, 3, 64),  # a RAG batch
         ([40, 300, 129], 0, 9, 3, 64),  # nothing shared: every row alone
         ([70, 71], 64, 4, 1, 128),  # the shared prefix ends on a key block boundary
+        ([90, 130, 85], 80, 16, 2, 64),  # 8 query heads per KV head: more than one tile
         ([5], 0, 2, 2, 64),  # one row
     ],
 )
