@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 
 from engine.embedded.native import (
-    AttentionKernels,
+    NativeKernels,
     build,
-    load_attention_kernels,
+    load_native_kernels,
     unsupported_reason,
 )
 
@@ -21,8 +21,8 @@ needs_kernel = pytest.mark.skipif(REASON is not None, reason=f"native kernel can
 
 
 @pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> AttentionKernels:
-    loaded = load_attention_kernels(tmp_path_factory.mktemp("kernels"))
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> NativeKernels:
+    loaded = load_native_kernels(tmp_path_factory.mktemp("kernels"))
     assert loaded is not None
     return loaded
 
@@ -54,7 +54,7 @@ def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) ->
     ],
 )
 def test_prefill_matches_float32_attention(
-    kernel: AttentionKernels, start: int, count: int, hq: int, hkv: int, dim: int
+    kernel: NativeKernels, start: int, count: int, hq: int, hkv: int, dim: int
 ) -> None:
     torch.manual_seed(start + count)
     # q as the fused runner lays it out: heads interleaved in each token's row (a view)
@@ -84,7 +84,7 @@ def test_prefill_matches_float32_attention(
     ],
 )
 def test_decode_matches_float32_attention(
-    kernel: AttentionKernels, lengths: list[int], shared: int, hq: int, hkv: int, dim: int
+    kernel: NativeKernels, lengths: list[int], shared: int, hq: int, hkv: int, dim: int
 ) -> None:
     torch.manual_seed(sum(lengths))
     n, slots, capacity = len(lengths), len(lengths) + 1, max(lengths) + 50
@@ -105,7 +105,37 @@ def test_decode_matches_float32_attention(
 
 
 @needs_kernel
-def test_kernel_refuses_layouts_it_cannot_read(kernel: AttentionKernels) -> None:
+def test_pointwise_kernels_match_transformers_roundings(kernel: NativeKernels) -> None:
+    """Residual add + LlamaRMSNorm, and SiLU-gate, as transformers computes them in bfloat16
+    (float32 inside, the same roundings); rows as views with a row stride."""
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    torch.manual_seed(3)
+    for rows in (1, 7, 300):  # one decode row; a few; enough for the threaded path
+        wide = torch.randn(rows, 1000).to(torch.bfloat16)
+        h = wide[:, :576]  # a view: row stride 1000
+        delta = torch.randn(rows, 576).to(torch.bfloat16)
+        norm = LlamaRMSNorm(576, eps=1e-5).to(torch.bfloat16)
+        norm.weight.data = torch.randn(576).to(torch.bfloat16)
+        expect_h = h + delta
+        with torch.inference_mode():
+            expect = norm(expect_h)
+        got = kernel.add_rms_norm(h, delta, norm.weight.data, 1e-5)
+        assert torch.equal(h, expect_h)  # the residual was added in place, rounded alike
+        assert (got.float() - expect.float()).abs().max() <= 0.02 * expect.abs().max()
+        assert (got != expect).float().mean() < 0.01  # all but a rare last-bit difference
+        gate_up = torch.randn(rows, 2 * 1536).to(torch.bfloat16) * 3
+        gate, up = gate_up.chunk(2, dim=-1)
+        expect = torch.nn.functional.silu(gate) * up
+        got = kernel.silu_mul(gate_up)
+        assert (got.float() - expect.float()).abs().max() <= 0.02 * expect.abs().max()
+        assert (got != expect).float().mean() < 0.01
+    with pytest.raises(ValueError, match="multiple of 16"):
+        kernel.add_rms_norm(torch.zeros(2, 40).bfloat16(), None, torch.ones(40).bfloat16(), 1e-5)
+
+
+@needs_kernel
+def test_kernel_refuses_layouts_it_cannot_read(kernel: NativeKernels) -> None:
     q = torch.zeros(2, 8, 64, dtype=torch.float32)
     kv = torch.zeros(1, 8, 64, dtype=torch.bfloat16)
     out = torch.zeros(8, 2, 64, dtype=torch.bfloat16)
@@ -133,7 +163,7 @@ def test_build_is_cached_and_a_failed_build_falls_back(tmp_path: Path, monkeypat
     # a compiler that fails: the engine keeps SDPA, and no half-written library is left
     monkeypatch.setenv("CC", "false")
     broken = tmp_path / "broken"
-    assert load_attention_kernels(broken) is None
+    assert load_native_kernels(broken) is None
     assert not any(p.suffix == ".so" for p in broken.glob("*"))
 
 
@@ -141,7 +171,7 @@ def test_build_is_cached_and_a_failed_build_falls_back(tmp_path: Path, monkeypat
 def test_fused_runner_on_the_kernels_matches_pytorch_attention(model_dir, kernel) -> None:  # noqa: ANN001
     """bfloat16 model: a long prompt in two chunks, a second prompt sharing its first 500
     tokens, then one decode step over both rows (the shared prefix read once): the kernels'
-    logits agree with PyTorch attention's (SDPA and matmul)."""
+    logits agree with PyTorch's (SDPA and matmul attention, F.rms_norm, F.silu)."""
     from transformers import AutoModelForCausalLM
 
     from engine.embedded.attention import Segment, make_plan
@@ -150,11 +180,12 @@ def test_fused_runner_on_the_kernels_matches_pytorch_attention(model_dir, kernel
 
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.bfloat16).eval()
     cfg = model.config
-    runner = FusedLlama(model)
     a = list(range(1000, 1600))
     b = a[:500] + list(range(2000, 2090))
     results = []
     for k in (None, kernel):
+        runner = FusedLlama(model, kernels=k)  # the pointwise kernels too
+        assert runner.kernels is k
         pool = KVPool(cfg.num_hidden_layers, 2, cfg.num_key_value_heads, 64, torch.bfloat16)
         runner.step(a[:300], make_plan(pool, 0, [Segment(0, 0, 300)], k), [299])
         plan = make_plan(pool, 0, [Segment(0, 300, 300)], k)

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.embedded.kv_pool import KVPool
-from engine.embedded.native import AttentionKernels
+from engine.embedded.native import NativeKernels
 
 ATTN_NAME = "embedded_pool"
 # prefill segments up to this many tokens use matmul attention (e.g. a 50-token question after a
@@ -51,7 +51,7 @@ class StepPlan:
     decode_mask: torch.Tensor | None  # [n_decode, capacity] float: 0 attend, -inf hidden
     segments: list[Segment]
     # attention runs on these kernels when set (they mask causally by themselves)
-    kernel: AttentionKernels | None = None
+    kernel: NativeKernels | None = None
     decode_lengths: torch.Tensor | None = None  # [n_decode] int32, with the new token
     # positions 0 .. decode_shared - 1 hold the same prompt tokens in every decoding row
     decode_shared: int = 0
@@ -61,7 +61,7 @@ def make_plan(
     pool: KVPool,
     n_decode: int,
     segments: list[Segment],
-    kernel: AttentionKernels | None = None,
+    kernel: NativeKernels | None = None,
     shared: int = 0,
 ) -> StepPlan:
     """Plan a step; decoding rows are pool rows ``0 .. n_decode - 1`` at their current lengths.

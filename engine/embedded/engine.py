@@ -24,7 +24,7 @@ from engine.embedded.attention import run_step
 from engine.embedded.fused import FusedLlama, fusable
 from engine.embedded.kv_pool import KVPool
 from engine.embedded.linear import packing_available
-from engine.embedded.native import load_attention_kernels
+from engine.embedded.native import load_native_kernels
 from engine.embedded.scheduler import Scheduler
 from engine.embedded.sequence import Job
 
@@ -78,19 +78,20 @@ class EmbeddedEngine:
         install_pool_attention(self.model)
         # the fused runner where the model has the Llama shape; transformers' forward otherwise
         self.runner = "fused" if fused and fusable(self.model) else "transformers"
-        packed = packed_weights and self.runner == "fused" and packing_available(self._dtype)
-        if self.runner == "fused":
-            forward = FusedLlama(self.model, pack=packed).step
-        else:
-            forward = functools.partial(run_step, self.model)
         cfg = self.model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        kernel = load_attention_kernels(kernel_dir) if native_attention else None
+        kernel = load_native_kernels(kernel_dir) if native_attention else None
         if kernel is not None and not kernel.supports(self._dtype, head_dim):
             kernel = None
         self.attention = kernel.name if kernel is not None else "pytorch"
+        packed = packed_weights and self.runner == "fused" and packing_available(self._dtype)
+        if self.runner == "fused":
+            forward = FusedLlama(self.model, pack=packed, kernels=kernel).step
+        else:
+            forward = functools.partial(run_step, self.model)
         weights = ", prepacked weights" if packed else ""
-        self.runtime = f"{self.runner} runner{weights}, {self.attention} attention"
+        native = f"{kernel.name} kernels" if kernel is not None else "PyTorch attention"
+        self.runtime = f"{self.runner} runner{weights}, {native}"
         log.info("embedded engine: %s, %s", self.runtime, self._dtype)
         pool = KVPool(
             layers=cfg.num_hidden_layers,

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from engine.embedded.attention import StepPlan, advance, attend, positions
 from engine.embedded.linear import make_linear
+from engine.embedded.native import NativeKernels
 
 FUSABLE_TYPES = frozenset({"llama", "mistral", "qwen2"})
 
@@ -95,10 +96,17 @@ class FusedLlama:
     """Runs packed steps (see ``attention.py``) for a fusable model. Not thread-safe: the
     scheduler thread is its only user."""
 
-    def __init__(self, model: torch.nn.Module, pack: bool = False) -> None:
-        """``pack``: run the linears on prepacked weights (``linear.py``; bfloat16 only)."""
+    def __init__(
+        self, model: torch.nn.Module, pack: bool = False, kernels: NativeKernels | None = None
+    ) -> None:
+        """``pack``: run the linears on prepacked weights (``linear.py``; bfloat16 only);
+        ``kernels``: run residual-add + RMSNorm and SiLU-gate natively (bfloat16 only)."""
         inner = model.model
         cfg = model.config
+        # the pointwise kernels take bfloat16 rows of whole 16-lane vectors
+        fits = cfg.hidden_size % 16 == 0 and cfg.intermediate_size % 16 == 0
+        bf16 = model.lm_head.weight.dtype == torch.bfloat16
+        self.kernels = kernels if fits and bf16 else None
         self.embed = inner.embed_tokens.weight
         self.rotary = inner.rotary_emb
         self.norm = inner.norm.weight
@@ -109,16 +117,33 @@ class FusedLlama:
         self.kv_heads = cfg.num_key_value_heads
         self.layers = [_Layer(layer, pack) for layer in inner.layers]
 
+    def _add_norm(
+        self, h: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor
+    ) -> torch.Tensor:
+        """``h += delta`` in place (the residual), then RMSNorm of ``h``."""
+        if self.kernels is not None:
+            return self.kernels.add_rms_norm(h, delta, weight, self.eps)
+        if delta is not None:
+            h.add_(delta)
+        return _rms(h, weight, self.eps)
+
+    def _gate(self, gate_up: torch.Tensor) -> torch.Tensor:
+        if self.kernels is not None:
+            return self.kernels.silu_mul(gate_up)
+        gate, up = gate_up.chunk(2, dim=-1)
+        return F.silu(gate) * up
+
     @torch.inference_mode()
     def step(self, tokens: list[int], plan: StepPlan, keep: list[int]) -> torch.Tensor:
         """One packed forward; returns logits ``[len(keep), vocab]`` for the token indices
         ``keep``, and advances the pool rows it wrote."""
         n, d = len(tokens), self.head_dim
-        h = F.embedding(torch.tensor(tokens), self.embed)  # [N, hidden]
+        h = F.embedding(torch.tensor(tokens), self.embed)  # [N, hidden], a fresh tensor
         cos, sin = self.rotary(h, positions(plan))  # [1, N, D]
         cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)
+        pending = None  # the last MLP's output, added to h by the next norm
         for index, layer in enumerate(self.layers):
-            x = _rms(h, layer.norm_in, self.eps)
+            x = self._add_norm(h, pending, layer.norm_in)
             qkv = layer.qkv(x)
             # q and k heads are adjacent in each row: one rotary pass over both
             qk = _rope(qkv[:, : layer.qk_width].view(n, -1, d), cos, sin)
@@ -132,10 +157,9 @@ class FusedLlama:
                 v.transpose(0, 1).unsqueeze(0),
                 layer.scale,
             )  # [1, N, Hq, D]
-            h = h + layer.o(out.view(n, self.q_heads * d))
-            x = _rms(h, layer.norm_post, self.eps)
-            gate, up = layer.gate_up(x).chunk(2, dim=-1)
-            h = h + layer.down(F.silu(gate) * up)
-        h = _rms(h[keep], self.norm, self.eps)
+            x = self._add_norm(h, layer.o(out.view(n, self.q_heads * d)), layer.norm_post)
+            pending = layer.down(self._gate(layer.gate_up(x)))
+        h = h[keep] + pending[keep]
+        h = self._add_norm(h, None, self.norm)
         advance(plan)
         return self.lm_head(h)

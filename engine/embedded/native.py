@@ -1,5 +1,5 @@
-"""The native attention kernels (``kernels/attention.c``): compiled once per machine with the
-system C compiler, loaded with ctypes.
+"""The native kernels (``kernels/*.c``): compiled once per machine with the system C compiler,
+loaded with ctypes.
 
 - Prefill: PyTorch's CPU flash attention computes bfloat16 attention at about a third of the
   speed the AVX-512 BF16 dot-product instruction allows (measured on this project's 2-core
@@ -8,8 +8,10 @@ system C compiler, loaded with ctypes.
 - Decode: a decode step is bound by memory reads, and most of what it reads is KV. Rows that
   share a prompt prefix (a system prompt, the same documents) hold identical KV for it; the
   kernel reads that prefix once for all rows instead of once per row.
+- Pointwise (``pointwise.c``): residual add + RMSNorm, and SiLU-gate, one pass each instead of
+  PyTorch's chains of small ops (most of a single-row decode step's overhead).
 
-``load_attention_kernels`` returns ``None`` (the engine keeps PyTorch's attention) when the
+``load_native_kernels`` returns ``None`` (the engine keeps PyTorch's attention) when the
 CPU lacks the instructions, when PyTorch runs below AVX-512 (``ATEN_CPU_CAPABILITY=avx2``, the
 portable path), or when no compiler is found; the reason is logged. The library is cached under
 ``cache_dir`` by a hash of its source and flags, so later starts only load it; a build writes a
@@ -31,7 +33,7 @@ import torch
 
 log = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("kernels") / "attention.c"
+SOURCES = tuple(Path(__file__).with_name("kernels") / n for n in ("attention.c", "pointwise.c"))
 # -fopenmp: the library binds to the libgomp PyTorch has loaded (same soname): one thread team
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp")
 FLAGS += ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma")
@@ -80,9 +82,9 @@ def build(cache_dir: Path) -> Path:
     compiler = _compiler()
     if compiler is None:
         raise RuntimeError("no C compiler (cc or gcc) on PATH")
-    source = SOURCE.read_bytes()
+    source = b"".join(p.read_bytes() for p in SOURCES)
     digest = hashlib.sha256(source + " ".join([compiler, *FLAGS]).encode()).hexdigest()[:16]
-    target = cache_dir / f"attention-{digest}.so"
+    target = cache_dir / f"kernels-{digest}.so"
     if target.exists():
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -90,7 +92,7 @@ def build(cache_dir: Path) -> Path:
     os.close(fd)
     try:
         done = subprocess.run(
-            [compiler, *FLAGS, str(SOURCE), "-o", tmp, "-lm"],
+            [compiler, *FLAGS, *map(str, SOURCES), "-o", tmp, "-lm"],
             capture_output=True,
             text=True,
             timeout=120,
@@ -104,8 +106,9 @@ def build(cache_dir: Path) -> Path:
     return target
 
 
-class AttentionKernels:
-    """Prefill and decode attention over the slot KV pool (bfloat16 only)."""
+class NativeKernels:
+    """Prefill and decode attention over the slot KV pool, and the runner's pointwise ops
+    (bfloat16 only)."""
 
     name = "avx512-bf16"
 
@@ -119,7 +122,15 @@ class AttentionKernels:
         decode.argtypes = [_PTR, _I64, _I64, _PTR, _PTR, _I64, _I64, _PTR, _INT, _PTR, _I64, _I64]
         decode.argtypes += [_INT] * 4 + [ctypes.c_float, _INT]
         decode.restype = _INT
+        add_rms = lib.add_rms_norm
+        add_rms.argtypes = [_PTR, _I64, _PTR, _I64, _PTR, _PTR, _I64, _INT, _INT]
+        add_rms.argtypes += [ctypes.c_float, _INT]
+        silu_mul = lib.silu_mul
+        silu_mul.argtypes = [_PTR, _I64, _PTR, _I64, _INT, _INT, _INT]
+        for fn in (add_rms, silu_mul):
+            fn.restype = _INT
         self._prefill, self._decode = prefill, decode
+        self._add_rms, self._silu_mul = add_rms, silu_mul
         self.library = library
 
     def supports(self, dtype: torch.dtype, head_dim: int) -> bool:
@@ -184,6 +195,50 @@ class AttentionKernels:
         if rc != 0:
             raise RuntimeError("attention kernel: unsupported shape or out of memory")
 
+    def add_rms_norm(
+        self, h: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float
+    ) -> torch.Tensor:
+        """``h += delta`` in place (when given), then LlamaRMSNorm of ``h``; ``[n, dim]``
+        bfloat16 with contiguous rows, ``weight`` ``[dim]``. Returns the normalised rows."""
+        n, dim = h.shape
+        _check_rows(h, delta, weight)
+        if dim % 16 or weight.shape != (dim,) or not weight.is_contiguous():
+            raise ValueError("native kernels: RMSNorm over a multiple of 16 with its weight")
+        if delta is not None and delta.shape != h.shape:
+            raise ValueError("native kernels: the residual must match the hidden states")
+        out = torch.empty_like(h, memory_format=torch.contiguous_format)
+        rc = self._add_rms(
+            h.data_ptr(), h.stride(0),
+            delta.data_ptr() if delta is not None else None,
+            delta.stride(0) if delta is not None else 0,
+            weight.data_ptr(), out.data_ptr(), out.stride(0),
+            n, dim, eps, torch.get_num_threads(),
+        )  # fmt: skip
+        if rc != 0:
+            raise RuntimeError("native kernels: RMSNorm refused the shape")
+        return out
+
+    def silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
+        """``silu(gate) * up`` for ``gate_up`` ``[n, 2 * half]`` (gate first), bfloat16."""
+        n, width = gate_up.shape
+        _check_rows(gate_up)
+        if width % 32:
+            raise ValueError("native kernels: SiLU-gate over a multiple of 32")
+        out = gate_up.new_empty((n, width // 2))
+        rc = self._silu_mul(
+            gate_up.data_ptr(), gate_up.stride(0), out.data_ptr(), out.stride(0),
+            n, width // 2, torch.get_num_threads(),
+        )  # fmt: skip
+        if rc != 0:
+            raise RuntimeError("native kernels: SiLU-gate refused the shape")
+        return out
+
+
+def _check_rows(*tensors: torch.Tensor | None) -> None:
+    for t in tensors:
+        if t is not None and (t.dtype != torch.bfloat16 or t.dim() > 2 or t.stride(-1) != 1):
+            raise ValueError("native kernels: bfloat16 rows with a contiguous last dim")
+
 
 def _check_layout(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, out: torch.Tensor):  # noqa: ANN202
     """The C side reads raw pointers: check every layout assumption it makes (``keys`` and
@@ -195,12 +250,12 @@ def _check_layout(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
         raise ValueError("attention kernel: keys and values must be [Hkv, L, D] row-major")
 
 
-def load_attention_kernels(cache_dir: Path | None = None) -> AttentionKernels | None:
+def load_native_kernels(cache_dir: Path | None = None) -> NativeKernels | None:
     """The kernels, built on first use, or None (reason logged) where they cannot run."""
     reason = unsupported_reason()
     if reason is None:
         try:
-            return AttentionKernels(build(cache_dir or default_cache_dir()))
+            return NativeKernels(build(cache_dir or default_cache_dir()))
         except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
             reason = str(exc)
     log.info("native attention off (%s); using PyTorch attention", reason)

@@ -27,7 +27,7 @@ import torch
 from engine.base import EngineBusy, EngineError, Finished, InvalidRequest
 from engine.embedded.attention import Segment, StepPlan, make_plan
 from engine.embedded.kv_pool import KVPool
-from engine.embedded.native import AttentionKernels
+from engine.embedded.native import NativeKernels
 from engine.embedded.radix_cache import RadixKVCache, common_prefix_len, match_length
 from engine.embedded.sequence import Job, Sequence
 from engine.embedded.textstream import TextStream
@@ -62,7 +62,7 @@ class Scheduler:
         max_running: int,
         max_queue: int,
         pool: KVPool,
-        kernel: AttentionKernels | None = None,
+        kernel: NativeKernels | None = None,
     ) -> None:
         self.forward = forward  # one packed step: (tokens, plan, keep) -> logits
         self.kernel = kernel  # native attention, or None (PyTorch attention)
