@@ -118,33 +118,44 @@ static inline void attend_tile(const bf16 *const qrow[ROWS], const int limit[ROW
         }
         uint32_t pb[ROWS][KEYS / 2];
         for (int r = 0; r < ROWS; r++) {
-            /* keys k0 + t with t < lim are visible to row r */
+            /* keys k0 + t with t < lim are visible to row r; a full block needs no masks */
             const int lim = qrow[r] ? limit[r] - k0 : 0;
+            const int full = lim >= KEYS;
             __mmask16 mask[4];
             __m512 mx = _mm512_set1_ps(-INFINITY);
             for (int c = 0; c < 4; c++) {
-                __m512i idx = _mm512_add_epi32(lane, _mm512_set1_epi32(c * 16));
-                mask[c] = _mm512_cmplt_epi32_mask(idx, _mm512_set1_epi32(lim));
-                s[r][c] = _mm512_mul_ps(s[r][c], _mm512_set1_ps(scale_log2));
+                if (full) {
+                    mask[c] = 0xFFFF;
+                } else {
+                    __m512i idx = _mm512_add_epi32(lane, _mm512_set1_epi32(c * 16));
+                    mask[c] = _mm512_cmplt_epi32_mask(idx, _mm512_set1_epi32(lim));
+                }
                 mx = _mm512_mask_max_ps(mx, mask[c], mx, s[r][c]);
             }
-            const float bmax = _mm512_reduce_max_ps(mx);
-            const float m_new = st->m[r] > bmax ? st->m[r] : bmax;
+            /* the scale is positive: scaling after the max keeps the order */
+            const float bmax = _mm512_reduce_max_ps(mx) * scale_log2;
+            const float m_old = st->m[r];
+            const float m_new = m_old > bmax ? m_old : bmax;
             if (m_new == -INFINITY) { /* nothing visible to this row in this block */
                 memset(pb[r], 0, sizeof(pb[r]));
                 continue;
             }
-            const __m512 alpha = exp2_ps(_mm512_set1_ps(st->m[r] - m_new));
-            const __m512 mn = _mm512_set1_ps(m_new);
+            if (m_new > m_old) { /* rescale what was summed under the old max */
+                const float alpha = exp2f(m_old - m_new); /* 0 for the first block */
+                st->l[r] *= alpha;
+                const __m512 a = _mm512_set1_ps(alpha);
+                for (int c = 0; c < nv; c++) o[r][c] = _mm512_mul_ps(o[r][c], a);
+                st->m[r] = m_new;
+            }
+            const __m512 neg_m = _mm512_set1_ps(-m_new), sc = _mm512_set1_ps(scale_log2);
             __m512 sum = _mm512_setzero_ps();
             __m512 pr[4];
             for (int c = 0; c < 4; c++) {
-                pr[c] = _mm512_maskz_mov_ps(mask[c], exp2_ps(_mm512_sub_ps(s[r][c], mn)));
+                pr[c] = exp2_ps(_mm512_fmadd_ps(s[r][c], sc, neg_m));
+                if (!full) pr[c] = _mm512_maskz_mov_ps(mask[c], pr[c]);
                 sum = _mm512_add_ps(sum, pr[c]);
             }
-            st->l[r] = st->l[r] * _mm512_cvtss_f32(alpha) + _mm512_reduce_add_ps(sum);
-            st->m[r] = m_new;
-            for (int c = 0; c < nv; c++) o[r][c] = _mm512_mul_ps(o[r][c], alpha);
+            st->l[r] += _mm512_reduce_add_ps(sum);
             /* cvtne2ps puts its second operand in the low half */
             _mm512_storeu_si512(pb[r], (__m512i)_mm512_cvtne2ps_pbh(pr[1], pr[0]));
             _mm512_storeu_si512(pb[r] + 16, (__m512i)_mm512_cvtne2ps_pbh(pr[3], pr[2]));
