@@ -8,6 +8,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from servers import free_port, serving
 
 from appliance.api import build_api
@@ -92,3 +93,22 @@ def test_index_check_on_real_index_files(appliance, tmp_path: Path, capsys) -> N
     assert run_checks(config, (index_check,)) == 1
     out = capsys.readouterr().out
     assert "[FAIL] index" in out and "1 check(s) failed" in out
+
+
+def test_engine_check_names_the_runtime_and_warns_without_a_compiler(
+    config_for, model_dir, tmp_path, monkeypatch
+) -> None:  # noqa: ANN001
+    from engine.embedded.native import unsupported_reason
+
+    config = config_for(tmp_path / "a", model_dir)
+    good = engine_check(config)
+    assert good.ok and "1-token generation in" in good.detail, good.detail
+    assert "runner" in good.detail  # the runtime: which runner and which kernels
+    if unsupported_reason() is not None:
+        pytest.skip(f"this CPU cannot run the native kernels: {unsupported_reason()}")
+    assert not good.warn and "avx512-bf16 kernels" in good.detail
+    # a compiler that fails, and no library built yet: PyTorch attention, and a warning
+    monkeypatch.setenv("CC", "false")
+    degraded = engine_check(config_for(tmp_path / "b", model_dir))
+    assert degraded.ok and degraded.warn, degraded.detail
+    assert "PyTorch attention" in degraded.detail and "apt-get install gcc" in degraded.detail

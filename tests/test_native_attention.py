@@ -106,7 +106,7 @@ def test_decode_matches_float32_attention(
 
 @needs_kernel
 def test_pointwise_kernels_match_transformers_roundings(kernel: NativeKernels) -> None:
-    """Residual add + LlamaRMSNorm, and SiLU-gate, as transformers computes them in bfloat16
+    """Residual add + LlamaRMSNorm, SiLU-gate and rotary, as PyTorch computes them in bfloat16
     (float32 inside, the same roundings); rows as views with a row stride."""
     from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
@@ -130,6 +130,20 @@ def test_pointwise_kernels_match_transformers_roundings(kernel: NativeKernels) -
         got = kernel.silu_mul(gate_up)
         assert (got.float() - expect.float()).abs().max() <= 0.02 * expect.abs().max()
         assert (got != expect).float().mean() < 0.01
+        # rotary, in place on q and k heads inside a wider row (the fused QKV output)
+        from engine.embedded.fused import _rope
+
+        qkv = torch.randn(rows, 15 * 64).to(torch.bfloat16)
+        qk = qkv[:, : 12 * 64].view(rows, 12, 64)
+        v = qkv[:, 12 * 64 :].clone()
+        angles = torch.randn(rows, 1, 32).repeat(1, 1, 2)
+        cos, sin = angles.cos().to(torch.bfloat16), angles.sin().to(torch.bfloat16)
+        expect = _rope(qk, cos, sin)
+        assert kernel.rope_(qk, cos[:, 0], sin[:, 0]) is qk
+        assert (qk.float() - expect.float()).abs().max() <= 0.02 * expect.abs().max()
+        # one rounding instead of PyTorch's two: last-bit differences, nothing more
+        assert (qk.float() - expect.float()).abs().mean() <= 0.005 * expect.abs().float().mean()
+        assert torch.equal(qkv[:, 12 * 64 :], v)  # the v heads after them are untouched
     with pytest.raises(ValueError, match="multiple of 16"):
         kernel.add_rms_norm(torch.zeros(2, 40).bfloat16(), None, torch.ones(40).bfloat16(), 1e-5)
 

@@ -127,6 +127,12 @@ class FusedLlama:
             h.add_(delta)
         return _rms(h, weight, self.eps)
 
+    def _rope(self, qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """``qk`` ``[N, heads, D]``, ``cos``/``sin`` ``[N, 1, D]``: natively in place, or anew."""
+        if self.kernels is not None and qk.shape[-1] % 32 == 0:
+            return self.kernels.rope_(qk, cos[:, 0], sin[:, 0])
+        return _rope(qk, cos, sin)
+
     def _gate(self, gate_up: torch.Tensor) -> torch.Tensor:
         if self.kernels is not None:
             return self.kernels.silu_mul(gate_up)
@@ -146,7 +152,7 @@ class FusedLlama:
             x = self._add_norm(h, pending, layer.norm_in)
             qkv = layer.qkv(x)
             # q and k heads are adjacent in each row: one rotary pass over both
-            qk = _rope(qkv[:, : layer.qk_width].view(n, -1, d), cos, sin)
+            qk = self._rope(qkv[:, : layer.qk_width].view(n, -1, d), cos, sin)
             q, k = qk[:, : self.q_heads], qk[:, self.q_heads :]
             v = qkv[:, layer.qk_width :].view(n, self.kv_heads, d)
             out = attend(

@@ -127,10 +127,12 @@ class NativeKernels:
         add_rms.argtypes += [ctypes.c_float, _INT]
         silu_mul = lib.silu_mul
         silu_mul.argtypes = [_PTR, _I64, _PTR, _I64, _INT, _INT, _INT]
-        for fn in (add_rms, silu_mul):
+        rope = lib.rope_inplace
+        rope.argtypes = [_PTR, _I64, _PTR, _PTR, _I64, _INT, _INT, _INT, _INT]
+        for fn in (add_rms, silu_mul, rope):
             fn.restype = _INT
         self._prefill, self._decode = prefill, decode
-        self._add_rms, self._silu_mul = add_rms, silu_mul
+        self._add_rms, self._silu_mul, self._rope = add_rms, silu_mul, rope
         self.library = library
 
     def supports(self, dtype: torch.dtype, head_dim: int) -> bool:
@@ -232,6 +234,23 @@ class NativeKernels:
         if rc != 0:
             raise RuntimeError("native kernels: SiLU-gate refused the shape")
         return out
+
+    def rope_(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """Rotary embedding in place: ``x`` ``[n, heads, dim]`` (rows may be strided, heads
+        contiguous), ``cos``/``sin`` ``[n, dim]``; all bfloat16. Returns ``x``."""
+        n, heads, dim = x.shape
+        _check_rows(cos, sin)
+        if x.dtype != torch.bfloat16 or x.stride(2) != 1 or x.stride(1) != dim:
+            raise ValueError("native kernels: rotary over bfloat16 [n, heads, dim] rows")
+        if cos.shape != (n, dim) or sin.shape != (n, dim) or cos.stride() != sin.stride():
+            raise ValueError("native kernels: cos and sin must be [n, dim] alike")
+        rc = self._rope(
+            x.data_ptr(), x.stride(0), cos.data_ptr(), sin.data_ptr(), cos.stride(0),
+            n, heads, dim, torch.get_num_threads(),
+        )  # fmt: skip
+        if rc != 0:
+            raise RuntimeError("native kernels: rotary refused the shape")
+        return x
 
 
 def _check_rows(*tensors: torch.Tensor | None) -> None:

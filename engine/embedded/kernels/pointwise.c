@@ -7,6 +7,7 @@
  *   add_rms_norm: h += delta (rounded to bf16, as `h = h + delta`), then
  *                 x = bf16(bf16(h * rsqrt(mean(h^2) + eps)) * w)   (LlamaRMSNorm)
  *   silu_mul:     y = bf16(bf16(silu(gate)) * up), gate and up the halves of each row
+ *   rope_inplace: rotary embedding of q and k heads, in place
  * Rows are split across OpenMP threads (PyTorch's own team) when there are enough of them.
  */
 #include <immintrin.h>
@@ -87,6 +88,34 @@ int silu_mul(const bf16 *gate_up, int64_t g_row, bf16 *y, int64_t y_row, int n, 
             const __m512 e = exp2_ps(_mm512_mul_ps(gv, minus_log2e));
             const __m512 s = round_bf16(_mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
             store_bf16(yr + c, _mm512_mul_ps(s, load_bf16(u + c)));
+        }
+    }
+    return 0;
+}
+
+/* Rotary embedding in place over the q and k heads of each row (rotate-half form, as Llama):
+ *   x[d]        <- x[d] * cos[d]        - x[d + half] * sin[d]
+ *   x[d + half] <- x[d + half] * cos[d + half] + x[d] * sin[d + half]
+ * computed in fp32 with one rounding to bf16. x: [n, heads, dim] (row stride x_row, heads
+ * contiguous at dim apart); cos/sin: [n, dim] (row stride cs_row). dim/2 a multiple of 16. */
+int rope_inplace(bf16 *x, int64_t x_row, const bf16 *cos, const bf16 *sin, int64_t cs_row,
+                 int n, int heads, int dim, int n_threads) {
+    const int half = dim / 2;
+    if (dim % 32 || n <= 0 || heads <= 0) return -1;
+#pragma omp parallel for num_threads(n_threads) if (n >= PARALLEL_ROWS) schedule(static)
+    for (int r = 0; r < n; r++) {
+        const bf16 *c = cos + (int64_t)r * cs_row, *s = sin + (int64_t)r * cs_row;
+        for (int h = 0; h < heads; h++) {
+            bf16 *v = x + (int64_t)r * x_row + (int64_t)h * dim;
+            for (int d = 0; d < half; d += 16) {
+                const __m512 x1 = load_bf16(v + d), x2 = load_bf16(v + d + half);
+                const __m512 lo = _mm512_fnmadd_ps(x2, load_bf16(s + d),
+                                                   _mm512_mul_ps(x1, load_bf16(c + d)));
+                const __m512 hi = _mm512_fmadd_ps(x1, load_bf16(s + d + half),
+                                                  _mm512_mul_ps(x2, load_bf16(c + d + half)));
+                store_bf16(v + d, lo);
+                store_bf16(v + d + half, hi);
+            }
         }
     }
     return 0;
