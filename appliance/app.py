@@ -71,8 +71,10 @@ def build_engine(config: AppConfig) -> Engine:
         )
     from engine.embedded.engine import EmbeddedEngine
     from engine.embedded.model_store import resolve_model_dir
+    from engine.embedded.omp import run_in_own_thread
 
-    model_dir = resolve_model_dir(e.model_path, config.paths.models_dir)
+    # a first start converts the bundled model: OpenMP work, kept off this thread (omp.py)
+    model_dir = run_in_own_thread(lambda: resolve_model_dir(e.model_path, config.paths.models_dir))
     return EmbeddedEngine(
         model_dir,
         dtype=e.dtype,

@@ -25,6 +25,7 @@ from engine.embedded.fused import FusedLlama, fusable
 from engine.embedded.kv_pool import KVPool
 from engine.embedded.linear import packing_available
 from engine.embedded.native import load_native_kernels
+from engine.embedded.omp import run_in_own_thread
 from engine.embedded.scheduler import Scheduler
 from engine.embedded.sequence import Job
 
@@ -61,16 +62,36 @@ class EmbeddedEngine:
         kernel_dir: Path | None = None,
         packed_weights: bool = True,
     ) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         if threads:
             torch.set_num_threads(threads)
         self.model_dir = Path(model_dir)
         self.profile = profile
         self.max_queue = max_queue
+        # loading runs OpenMP regions: off the calling thread, whose team would outlive it
+        run_in_own_thread(
+            lambda: self._load(
+                dtype, kv_budget_tokens, max_running, fused, native_attention, kernel_dir,
+                packed_weights,
+            )
+        )  # fmt: skip
+        self._scheduler.thread.start()
+
+    def _load(
+        self,
+        dtype: str,
+        kv_budget_tokens: int,
+        max_running: int,
+        fused: bool,
+        native_attention: bool,
+        kernel_dir: Path | None,
+        packed_weights: bool,
+    ) -> None:
+        """Model, runner, kernels, KV pool and scheduler (not started)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         self._dtype = pick_dtype(dtype)
-        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=self._dtype)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
+        self.model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=self._dtype)
         self.model.eval()
         self.context_length = int(getattr(self.model.config, "max_position_embeddings", 2048))
         self._eos = frozenset(self._eos_ids())
@@ -107,11 +128,10 @@ class EmbeddedEngine:
             self.context_length,
             kv_budget_tokens,
             max_running,
-            max_queue,
+            self.max_queue,
             pool,
             kernel,
         )
-        self._scheduler.thread.start()
 
     # ---- contract -------------------------------------------------------------------------
 
