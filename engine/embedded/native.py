@@ -33,7 +33,9 @@ import torch
 
 log = logging.getLogger(__name__)
 
-SOURCES = tuple(Path(__file__).with_name("kernels") / n for n in ("attention.c", "pointwise.c"))
+KERNELS = Path(__file__).with_name("kernels")
+SOURCES = (KERNELS / "attention.c", KERNELS / "pointwise.c")
+HEADERS = (KERNELS / "vec.h",)
 # -fopenmp: the library binds to the libgomp PyTorch has loaded (same soname): one thread team
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp")
 FLAGS += ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma")
@@ -82,7 +84,7 @@ def build(cache_dir: Path) -> Path:
     compiler = _compiler()
     if compiler is None:
         raise RuntimeError("no C compiler (cc or gcc) on PATH")
-    source = b"".join(p.read_bytes() for p in SOURCES)
+    source = b"".join(p.read_bytes() for p in SOURCES + HEADERS)
     digest = hashlib.sha256(source + " ".join([compiler, *FLAGS]).encode()).hexdigest()[:16]
     target = cache_dir / f"kernels-{digest}.so"
     if target.exists():

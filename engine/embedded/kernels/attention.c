@@ -30,10 +30,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vec.h"
+
 #define KEYS 64 /* keys per block: four 16-lane vectors */
 #define ROWS 6  /* query rows per tile */
-
-typedef uint16_t bf16;
 
 #define MAX_D 128
 
@@ -43,21 +43,6 @@ typedef struct {
     float m[ROWS], l[ROWS];
     float o[ROWS][MAX_D];
 } part_t;
-
-static inline __m512 exp2_ps(__m512 x) {
-    /* 2^x = 2^n * 2^f, n = round(x), |f| <= 1/2; degree-6 Taylor series of 2^f (error < 2e-7) */
-    x = _mm512_max_ps(x, _mm512_set1_ps(-126.0f));
-    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(x, n);
-    __m512 p = _mm512_set1_ps(1.5403530e-4f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504109e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022651e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
 
 /* K[j, d] -> kp[(block16(j) * (D/2) + d/2) * 32 + (j % 16) * 2 + d % 2] */
 static void pack_k(const bf16 *k, int n_keys, int n_pad, int D, bf16 *kp) {

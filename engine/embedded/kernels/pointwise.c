@@ -15,35 +15,12 @@
 #include <omp.h>
 #include <stdint.h>
 
-typedef uint16_t bf16;
+#include "vec.h"
 
 #define PARALLEL_ROWS 64 /* fewer rows than this run on the calling thread */
 
-static inline __m512 load_bf16(const bf16 *p) {
-    return _mm512_cvtpbh_ps((__m256bh)_mm256_loadu_si256((const __m256i *)p));
-}
-
-static inline void store_bf16(bf16 *p, __m512 v) {
-    _mm256_storeu_si256((__m256i *)p, (__m256i)_mm512_cvtneps_pbh(v));
-}
-
 /* round to bf16 and back: the value a bf16 tensor would hold */
 static inline __m512 round_bf16(__m512 v) { return _mm512_cvtpbh_ps(_mm512_cvtneps_pbh(v)); }
-
-static inline __m512 exp2_ps(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-126.0f));
-    x = _mm512_min_ps(x, _mm512_set1_ps(126.0f));
-    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(x, n);
-    __m512 p = _mm512_set1_ps(1.5403530e-4f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504109e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022651e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
 
 /* h: [n, dim] (row stride h_row), delta: [n, dim] (row stride d_row) or NULL, w: [dim],
  * x: [n, dim] (row stride x_row). dim a multiple of 16. Returns 0, or -1 for a bad shape. */

@@ -1,0 +1,36 @@
+/* Vector helpers shared by the kernels (AVX-512 with BF16). */
+#ifndef APPLIANCE_KERNELS_VEC_H
+#define APPLIANCE_KERNELS_VEC_H
+
+#include <immintrin.h>
+#include <stdint.h>
+
+typedef uint16_t bf16;
+
+/* 2^x = 2^n * 2^f, n = round(x), |f| <= 1/2; degree-6 Taylor series of 2^f (error < 2e-7).
+ * x is clamped to [-126, 126]: callers mask what must be exactly 0. */
+static inline __m512 exp2_ps(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-126.0f));
+    x = _mm512_min_ps(x, _mm512_set1_ps(126.0f));
+    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(x, n);
+    __m512 p = _mm512_set1_ps(1.5403530e-4f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504109e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022651e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* 16 bfloat16 values to fp32, and back with round-to-nearest-even */
+static inline __m512 load_bf16(const bf16 *p) {
+    return _mm512_cvtpbh_ps((__m256bh)_mm256_loadu_si256((const __m256i *)p));
+}
+
+static inline void store_bf16(bf16 *p, __m512 v) {
+    _mm256_storeu_si256((__m256i *)p, (__m256i)_mm512_cvtneps_pbh(v));
+}
+
+#endif
