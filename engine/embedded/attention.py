@@ -66,10 +66,9 @@ def make_plan(
 ) -> StepPlan:
     """Plan a step; decoding rows are pool rows ``0 .. n_decode - 1`` at their current lengths.
     Grows the pool first if a row would overflow it (the decode mask spans its capacity).
-    ``kernel`` is used when it supports the pool's dtype and head size; ``shared``: the
-    decoding rows' prompts begin with this many identical tokens (their KV is read once)."""
-    if kernel is not None and not kernel.supports(pool.dtype, pool.head_dim):
-        kernel = None
+    ``kernel``: the native kernels, which the caller has checked support the pool's dtype and
+    head size (``NativeKernels.supports``); ``shared``: the decoding rows' prompts begin with
+    this many identical tokens (their KV is read once)."""
     lengths = pool.lengths[:n_decode]
     pool.ensure(max([n + 1 for n in lengths] + [s.start + s.count for s in segments]))
     mask = None

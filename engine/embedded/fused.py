@@ -107,12 +107,14 @@ class FusedLlama:
         fits = cfg.hidden_size % 16 == 0 and cfg.intermediate_size % 16 == 0
         bf16 = model.lm_head.weight.dtype == torch.bfloat16
         self.kernels = kernels if fits and bf16 else None
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        # the rotary kernel takes each head's halves in whole 16-lane vectors
+        self.native_rope = self.kernels is not None and self.head_dim % 32 == 0
         self.embed = inner.embed_tokens.weight
         self.rotary = inner.rotary_emb
         self.norm = inner.norm.weight
         self.eps = float(getattr(cfg, "rms_norm_eps", 1e-6))
         self.lm_head = make_linear(model.lm_head.weight, None, pack)
-        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.q_heads = cfg.num_attention_heads
         self.kv_heads = cfg.num_key_value_heads
         self.layers = [_Layer(layer, pack) for layer in inner.layers]
@@ -129,7 +131,7 @@ class FusedLlama:
 
     def _rope(self, qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """``qk`` ``[N, heads, D]``, ``cos``/``sin`` ``[N, 1, D]``: natively in place, or anew."""
-        if self.kernels is not None and qk.shape[-1] % 32 == 0:
+        if self.native_rope:
             return self.kernels.rope_(qk, cos[:, 0], sin[:, 0])
         return _rope(qk, cos, sin)
 
