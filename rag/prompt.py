@@ -53,6 +53,7 @@ def number_chunks(
     known: dict[int, int],
     relevance: Sequence[RetrievedChunk] | None = None,
     riders: Sequence[RetrievedChunk] = (),
+    first_number: int = 1,
 ) -> tuple[list[tuple[int, RetrievedChunk]], list[Citation]]:
     """Give each chunk its number in the conversation.
 
@@ -61,9 +62,10 @@ def number_chunks(
     (default: ``ordered``); ``riders`` are the chunks of ``ordered`` sent only as cache riders,
     best ranked first. Returns the chunks new to the conversation with their numbers, in prompt
     order (to render in this turn), and a citation for every retrieved chunk, in relevance
-    order, then one per rider.
+    order, then one per rider. New numbers start above ``known``, and at ``first_number`` at
+    least (a conversation whose oldest turns left the prompt never reuses their numbers).
     """
-    next_number = max(known.values(), default=0) + 1
+    next_number = max(max(known.values(), default=0) + 1, first_number)
     new: list[tuple[int, RetrievedChunk]] = []
     numbers = dict(known)
     for chunk in ordered:

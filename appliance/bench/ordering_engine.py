@@ -12,12 +12,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from appliance.bench.ordering_replay import Backend, Messages, Outcome, Replayer, Variant
+from appliance.bench.ordering_replay import (
+    Backend,
+    Messages,
+    Outcome,
+    Replayer,
+    Served,
+    Variant,
+)
 from appliance.bench.ordering_workload import Turn, Workload
 from appliance.config import AppConfig, BootstrapConfig, DatabaseConfig, PathsConfig
 from engine.base import Engine, Finished, GenerateRequest, SamplingParams
 from rag.ordering import ContextOrdering, default_ordering, riders_in
-from rag.prompt import build_messages, number_chunks, render_user_turn, segment_key
+from rag.prompt import build_messages, number_chunks, render_user_turn
+from rag.prompt_keys import answer_key, shadow_prefix, tail_key
 from rag.types import RetrievedChunk
 
 QA_FILE = Path(__file__).resolve().parent.parent / "sample_corpus" / "qa.json"
@@ -37,11 +45,13 @@ def _finish(engine: Engine, messages: Messages, new_tokens: int) -> tuple[Finish
 
 
 def engine_backend(engine: Engine) -> Backend:
-    """One token per request: the run measures prefill (TTFT), not decoding."""
+    """One token per request: the run measures prefill (TTFT), not decoding. The workload's
+    answer is appended to the conversation without being generated, so the engine does not
+    hold it (``answer_tokens`` 0) until the next turn's prompt brings it."""
 
-    def serve(messages: Messages, answer: str) -> tuple[int, int, float]:
+    def serve(messages: Messages, answer: str) -> Served:
         s = _finish(engine, messages, 1)[0].stats
-        return s.prompt_tokens, s.cached_tokens, s.ttft_s
+        return Served(s.prompt_tokens, s.cached_tokens, s.ttft_s)
 
     return serve
 
@@ -185,23 +195,34 @@ def _score(
     new_tokens: int,
     wave: int,
 ) -> Quality:
-    prefix = (segment_key("system", system),)
+    prefix = shadow_prefix(system, [])
 
     def prepare(item: dict, chunks: Sequence[RetrievedChunk], cands: Sequence[RetrievedChunk]):  # noqa: ANN202
         ordered = ordering.order(variant.strategy, chunks, prefix, cands, variant.riders)
         riders = riders_in(ordered, cands)
         new, citations = number_chunks(ordered, {}, relevance=chunks, riders=riders)
-        messages = build_messages(system, [], render_user_turn(item["question"], new, citations))
+        user_turn = render_user_turn(item["question"], new, citations)
+        messages = build_messages(system, [], user_turn)
         numbers = {c.number: c.chunk_id for c in citations}
         texts = {c.chunk_id: c.text for _n, c in new}
         gold = _norm(item["gold_phrase"])[:40]
         gold_ids = {cid for cid, text in texts.items() if gold in _norm(text)}
-        return messages, numbers, gold_ids, [c.chunk_id for _n, c in new], texts, len(riders)
+        sent = [c.chunk_id for _n, c in new]
+        return messages, numbers, gold_ids, sent, texts, len(riders), user_turn
 
     def ask(job: tuple) -> tuple[bool, bool]:
-        messages, numbers, gold_ids, sent, texts, _riders = job
+        messages, numbers, gold_ids, sent, texts, _riders, user_turn = job
         final, answer = _finish(engine, messages, new_tokens)
-        ordering.observe(prefix, sent, final.stats.prompt_tokens, final.stats.cached_tokens)
+        stats = final.stats
+        ordering.observe(
+            prefix,
+            sent,
+            stats.prompt_tokens,
+            stats.cached_tokens,
+            tail=tail_key(user_turn),
+            answer=answer_key(answer),
+            completion_tokens=stats.completion_tokens,
+        )
         cited = {numbers.get(int(n)) for n in CITATION.findall(answer)} - {None}
         hit = bool(cited & gold_ids)
         return hit, hit or (not cited and bool(attributed(answer, texts) & gold_ids))

@@ -1,11 +1,12 @@
 """Replaying a workload through an ordering strategy, the way the chat service lays out turns.
 
-Each turn: prefix keys of the system prompt and the earlier messages; only chunks new to the
+Each turn: the shadow keys of the system prompt and the earlier turns
+(``rag.prompt_keys.shadow_prefix``, as the chat service builds them); only chunks new to the
 conversation, ordered by the strategy (offered the turn's candidates beyond the top-k that are
 new too: strategies that take cache riders may send some along); numbered, rendered and hinted
-by ``rag.prompt``; then
-sent to a backend, which answers with (prompt tokens, cached tokens, TTFT); the ordering
-observes the outcome. Backends: the token-level radix simulator, or the embedded engine.
+by ``rag.prompt``; then sent to a backend, which answers with what it served (``Served``); the
+ordering observes the outcome. Backends: the token-level radix simulator, or the embedded
+engine.
 """
 
 from __future__ import annotations
@@ -16,11 +17,26 @@ from dataclasses import dataclass, field
 from appliance.bench.ordering_radix import RadixLRU
 from appliance.bench.ordering_workload import Turn, Workload
 from rag.ordering import ContextOrdering, riders_in
-from rag.prompt import build_messages, number_chunks, render_user_turn, segment_key
+from rag.prompt import build_messages, number_chunks, render_user_turn
+from rag.prompt_keys import RenderedTurn, answer_key, shadow_prefix, tail_key
 
 Messages = tuple[tuple[str, str], ...]
-# (messages of the request, the answer to append) -> (prompt tokens, cached tokens, ttft seconds)
-Backend = Callable[[Messages, str], tuple[int, int, float]]
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a backend did with one request."""
+
+    prompt_tokens: int
+    cached_tokens: int
+    ttft_s: float = 0.0
+    # tokens of the answer the backend holds in its cache after the prompt (an engine caches
+    # what it generated; 0 when the replayed answer was never generated there)
+    answer_tokens: int = 0
+
+
+# (messages of the request, the answer to append to the conversation) -> what was served
+Backend = Callable[[Messages, str], Served]
 
 
 @dataclass(frozen=True)
@@ -60,6 +76,7 @@ class Outcome:
 class _Conversation:
     history: list[tuple[str, str]] = field(default_factory=list)
     known: dict[int, int] = field(default_factory=dict)
+    turns: list[RenderedTurn] = field(default_factory=list)
 
 
 class Replayer:
@@ -86,7 +103,7 @@ class Replayer:
 
     def play(self, turn: Turn) -> None:
         conv = self.conversations.setdefault(turn.session, _Conversation())
-        prefix = tuple(segment_key(r, t) for r, t in (("system", self.system), *conv.history))
+        prefix = shadow_prefix(self.system, conv.turns)
         fresh = [c for c in turn.retrieved if c.chunk_id not in conv.known]
         offered = [c for c in turn.candidates if c.chunk_id not in conv.known]
         ordered = self.ordering.order(self.strategy, fresh, prefix, offered, self.riders)
@@ -94,19 +111,30 @@ class Replayer:
         new, citations = number_chunks(ordered, conv.known, turn.retrieved, riders)
         user_turn = render_user_turn(turn.question, new, citations)
         messages = build_messages(self.system, conv.history, user_turn)
-        prompt, cached, ttft = self.backend(messages, turn.answer)
-        sent = [c.chunk_id for _n, c in new]
-        self.ordering.observe(prefix, sent, prompt, cached, self.page_tokens)
+        served = self.backend(messages, turn.answer)
+        sent = tuple(c.chunk_id for _n, c in new)
+        self.ordering.observe(
+            prefix,
+            sent,
+            served.prompt_tokens,
+            served.cached_tokens,
+            self.page_tokens,
+            tail=tail_key(user_turn),
+            # an answer the backend never generated is not in its cache: not to be followed
+            answer=answer_key(turn.answer) if served.answer_tokens else None,
+            completion_tokens=served.answer_tokens + 1,
+        )
         conv.history += [("user", user_turn), ("assistant", turn.answer)]
         conv.known.update((c.chunk_id, c.number) for c in citations)
+        conv.turns.append(RenderedTurn(sent, user_turn, turn.answer))
         out = self.outcome
-        out.prompt_tokens += prompt
-        out.cached_tokens += cached
-        out.ttfts.append(ttft)
+        out.prompt_tokens += served.prompt_tokens
+        out.cached_tokens += served.cached_tokens
+        out.ttfts.append(served.ttft_s)
         out.requests += 1
         out.riders += len(riders)
         if turn.turn == 0:
-            out.first_turn_prefill += prompt - cached
+            out.first_turn_prefill += served.prompt_tokens - served.cached_tokens
 
 
 def replay(
@@ -159,10 +187,11 @@ def simulator_backend(cache: RadixLRU, tokens: PieceTokenizer) -> Backend:
     """The radix simulator as a backend: match like the engine (all but the last prompt token),
     then cache the prompt and the answer, as the engine does when a request finishes."""
 
-    def serve(messages: Messages, answer: str) -> tuple[int, int, float]:
+    def serve(messages: Messages, answer: str) -> Served:
         ids = tokens.chat(messages)
         cached = cache.match(ids[:-1])
-        cache.insert(ids + list(tokens.piece(answer)))
-        return len(ids), cached, 0.0
+        generated = tokens.piece(answer)
+        cache.insert(ids + list(generated))
+        return Served(len(ids), cached, 0.0, len(generated))
 
     return serve

@@ -34,6 +34,7 @@ from engine.base import (
 )
 from rag.ordering import ContextOrdering
 from rag.prompt import Citation
+from rag.prompt_keys import answer_key, tail_key
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +242,9 @@ class ChatService:
             stats.prompt_tokens,
             stats.cached_tokens,
             prepared.page_tokens,
+            tail=tail_key(prepared.user_turn),
+            answer=answer_key(answer),
+            completion_tokens=stats.completion_tokens,
         )
         conv_id, msg_id = self._store(principal, question, prepared, answer, stats, replace_ids)
         if self.metrics is not None:

@@ -13,7 +13,8 @@ from appliance.services.knowledge import KnowledgeBase
 from appliance.services.settings import ChatSettings
 from engine.base import Engine
 from rag.ordering import ContextOrdering, riders_in
-from rag.prompt import Citation, build_messages, number_chunks, render_user_turn, segment_key
+from rag.prompt import Citation, build_messages, number_chunks, render_user_turn
+from rag.prompt_keys import RenderedTurn, rendered_numbers, shadow_prefix
 from rag.types import RetrievedChunk
 
 # one stored message: role, its text as it was in the prompt, and (answers) its citations
@@ -48,7 +49,7 @@ class TurnPrompts:
         self.knowledge = knowledge
         self.engine = engine
         self.ordering = ordering
-        self.history_turns = history_turns  # earlier turns kept in the prompt (0: all)
+        self.history_turns = history_turns  # earlier turns kept in the prompt (0: none)
 
     def prepare(
         self,
@@ -64,23 +65,24 @@ class TurnPrompts:
         )
         candidates, extra_ms = self._candidates(principal, question, settings, retrieved)
         retrieval_ms += extra_ms
+        # the turns so far as they sit in the prompt: each user message renders the chunks it
+        # numbered first; numbers are never reused, even for turns dropped below
+        turns = _turns(stored)
+        next_number = 1 + max((n for _t, numbers in turns for n in numbers.values()), default=0)
         # keep the last N turns; if the prompt would not fit, drop the cache riders first (they
         # are extras), then the oldest whole turns
-        stored = stored[-2 * self.history_turns :] if self.history_turns else []
+        turns = turns[-self.history_turns :] if self.history_turns else []
         info = self.engine.info()
         limit = info.context_length - settings.max_new_tokens
         max_riders = settings.riders
         while True:
-            history = [(role, text) for role, text, _c in stored]
-            # chunks already rendered in the kept turns keep their numbers and are not repeated
-            known: dict[int, int] = {}
-            for _role, _text, cited in stored:
-                for c in cited:
-                    known.setdefault(c["chunk_id"], c["number"])
-            prefix = tuple(
-                segment_key(role, text)
-                for role, text in (("system", settings.system_prompt), *history)
-            )
+            history = [
+                m for t, _n in turns for m in (("user", t.user_turn), ("assistant", t.answer))
+            ]
+            # chunks rendered in the kept turns keep their numbers and are not repeated (a chunk
+            # shown only in a dropped turn is no longer in the prompt: it is rendered again)
+            known = {cid: n for _t, numbers in turns for cid, n in numbers.items()}
+            prefix = shadow_prefix(settings.system_prompt, [t for t, _n in turns])
             # only chunks new to the conversation are rendered (append-only history); order
             # them for prefix reuse (candidates may ride along where the engine has them
             # cached), then number them in prompt order
@@ -91,18 +93,18 @@ class TurnPrompts:
             )
             riders = riders_in(ordered, offered)
             new_chunks, citations = number_chunks(
-                ordered, known, relevance=retrieved, riders=riders
+                ordered, known, relevance=retrieved, riders=riders, first_number=next_number
             )
             user_turn = render_user_turn(question, new_chunks, citations)
             messages = build_messages(settings.system_prompt, history, user_turn)
-            if not (stored or riders):
+            if not (turns or riders):
                 break  # nothing to drop: the engine refuses a prompt that is still too long
             if self.engine.count_tokens(self.engine.render_chat(messages)) <= limit:
                 break
             if riders:
                 max_riders = 0
             else:
-                stored = stored[2:]
+                turns = turns[1:]
         return PreparedTurn(
             conversation_id,
             messages,
@@ -134,3 +136,18 @@ class TurnPrompts:
         )
         required = {c.chunk_id for c in retrieved}
         return [c for c in deeper if c.chunk_id not in required][: settings.riders], ms
+
+
+def _turns(stored: list[StoredMessage]) -> list[tuple[RenderedTurn, dict[int, int]]]:
+    """The stored conversation as turns (user message, answer), each with the chunks its user
+    message rendered (chunk id -> number, in prompt order)."""
+    pairs = [
+        (user, answer)
+        for user, answer in zip(stored[::2], stored[1::2], strict=False)
+        if user[0] == "user" and answer[0] == "assistant"
+    ]
+    numbers = rendered_numbers([answer[2] for _user, answer in pairs])
+    return [
+        (RenderedTurn(tuple(rendered), user[1], answer[1]), rendered)
+        for (user, answer), rendered in zip(pairs, numbers, strict=True)
+    ]

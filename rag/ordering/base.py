@@ -13,14 +13,15 @@ strategies marked ``takes_riders`` see them; the others order the required chunk
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Protocol
 
 from rag.ordering import contextpilot_adapter
 from rag.ordering.prefix import PrefixOrdering, chunk_weight
+from rag.ordering.sent import Sent
 from rag.types import RetrievedChunk
 
-Strategy = Callable[[Sequence[RetrievedChunk], Sequence[str]], list[RetrievedChunk]]
+Strategy = Callable[[Sequence[RetrievedChunk], Sequence[Hashable]], list[RetrievedChunk]]
 
 
 class RiderStrategy(Protocol):
@@ -32,7 +33,7 @@ class RiderStrategy(Protocol):
     def __call__(
         self,
         chunks: Sequence[RetrievedChunk],
-        prefix: Sequence[str],
+        prefix: Sequence[Hashable],
         candidates: Sequence[RetrievedChunk] = (),
         max_riders: int = 0,
     ) -> list[RetrievedChunk]: ...
@@ -41,15 +42,7 @@ class RiderStrategy(Protocol):
 class Observer(Protocol):
     """Something that follows every request sent to the engine (e.g. a cache shadow)."""
 
-    def observe(
-        self,
-        prefix: Sequence[str],
-        chunk_ids: Sequence[int],
-        chunk_tokens: Sequence[int],
-        prompt_tokens: int,
-        cached_tokens: int,
-        page_tokens: int = 1,
-    ) -> None: ...
+    def observe(self, sent: Sent) -> None: ...
 
 
 def riders_in(
@@ -65,13 +58,15 @@ class OrderingError(ValueError):
 
 
 def relevance_order(
-    chunks: Sequence[RetrievedChunk], prefix: Sequence[str]
+    chunks: Sequence[RetrievedChunk], prefix: Sequence[Hashable]
 ) -> list[RetrievedChunk]:
     """The retriever's order, most relevant first (the baseline)."""
     return list(chunks)
 
 
-def doc_id_order(chunks: Sequence[RetrievedChunk], prefix: Sequence[str]) -> list[RetrievedChunk]:
+def doc_id_order(
+    chunks: Sequence[RetrievedChunk], prefix: Sequence[Hashable]
+) -> list[RetrievedChunk]:
     """Source order: by document, then chunk id (a stable order that ignores relevance)."""
     return sorted(chunks, key=lambda c: (c.document_id, c.chunk_id))
 
@@ -100,7 +95,7 @@ class ContextOrdering:
         self,
         strategy: str,
         chunks: Sequence[RetrievedChunk],
-        prefix: Sequence[str],
+        prefix: Sequence[Hashable],
         candidates: Sequence[RetrievedChunk] = (),
         max_riders: int | None = None,
     ) -> list[RetrievedChunk]:
@@ -135,20 +130,36 @@ class ContextOrdering:
 
     def observe(
         self,
-        prefix: Sequence[str],
+        prefix: Sequence[Hashable],
         chunk_ids: Sequence[int],
         prompt_tokens: int,
         cached_tokens: int,
         page_tokens: int = 1,
+        *,
+        tail: Hashable | None = None,
+        answer: Hashable | None = None,
+        completion_tokens: int = 0,
     ) -> None:
-        """What one finished request sent (chunk ids in prompt order) and what was cached; the
-        engine caches in whole pages of ``page_tokens`` (``EngineInfo.cache_page_tokens``)."""
+        """What one finished request sent and what was cached: ``prefix`` (the keys of everything
+        before this turn's documents, ``rag.prompt.shadow_prefix``), the chunk ids rendered in
+        this turn in prompt order, the key of the rest of its user message (``tail``) and of the
+        answer the engine generated, which it caches too. The engine caches in whole pages of
+        ``page_tokens`` (``EngineInfo.cache_page_tokens``)."""
         with self._lock:
-            tokens = [self._weights.get(i, 0) for i in chunk_ids]
+            weights = {k: self._weights[k] for k in (*prefix, *chunk_ids) if k in self._weights}
+            sent = Sent(
+                tuple(prefix),
+                tuple(chunk_ids),
+                prompt_tokens,
+                cached_tokens,
+                page_tokens,
+                tail,
+                answer,
+                completion_tokens,
+                weights,
+            )
             for observer in self._observers:
-                observer.observe(
-                    prefix, chunk_ids, tokens, prompt_tokens, cached_tokens, page_tokens
-                )
+                observer.observe(sent)
 
 
 def default_ordering(kv_capacity_tokens: int = 32768) -> ContextOrdering:

@@ -12,7 +12,7 @@ import contextlib
 import io
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from rag.types import RetrievedChunk
 
@@ -38,15 +38,16 @@ class ContextPilotOrdering:
         self._fresh = 0
 
     def __call__(
-        self, chunks: Sequence[RetrievedChunk], prefix: Sequence[str]
+        self, chunks: Sequence[RetrievedChunk], prefix: Sequence[Hashable]
     ) -> list[RetrievedChunk]:
         if len(chunks) <= 1:
             return list(chunks)
         by_id = {c.chunk_id: c for c in chunks}
         with self._lock:
             # a conversation is named by its first user message (absent on a first turn)
-            if len(prefix) > 1:
-                conversation = prefix[1]
+            first = next((k for k in prefix if isinstance(k, str) and k.startswith("user:")), None)
+            if first is not None:
+                conversation = first
             else:
                 self._fresh += 1
                 conversation = f"new-{self._fresh}"

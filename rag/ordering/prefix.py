@@ -19,9 +19,11 @@ taken; every required chunk is always placed, exactly as without candidates.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
+from rag.ordering.sent import Sent
 from rag.ordering.shadow import ShadowTrie
+from rag.prompt_keys import is_answer_key
 from rag.types import RetrievedChunk
 
 # tokens of a request after its documents (relevance hint, question, chat-template markers);
@@ -49,7 +51,7 @@ class PrefixOrdering:
     def __call__(
         self,
         chunks: Sequence[RetrievedChunk],
-        prefix: Sequence[str],
+        prefix: Sequence[Hashable],
         candidates: Sequence[RetrievedChunk] = (),
         max_riders: int = 0,
     ) -> list[RetrievedChunk]:
@@ -75,29 +77,37 @@ class PrefixOrdering:
         middle.sort(key=lambda c: (-self.popularity[c.chunk_id], c.document_id, c.chunk_id))
         return head + middle + [last]
 
-    def observe(
-        self,
-        prefix: Sequence[str],
-        chunk_ids: Sequence[int],
-        chunk_tokens: Sequence[int],
-        prompt_tokens: int,
-        cached_tokens: int,
-        page_tokens: int = 1,
-    ) -> None:
+    def observe(self, sent: Sent) -> None:
         """Follow what was sent and what the engine reported as cached (in whole pages of
-        ``page_tokens``)."""
-        path = (*prefix, *chunk_ids)
-        self.shadow.sync(path, cached_tokens, page_tokens=page_tokens)
-        # weights: held nodes keep theirs; new prefix segments share what the report leaves
-        held = self.shadow.walk(prefix)
-        known = sum(n.tokens for n in held) + sum(chunk_tokens)
-        missing = len(prefix) - len(held)
-        share = max(1, (prompt_tokens - known - TAIL_TOKENS_ESTIMATE) // missing) if missing else 0
-        weights = [n.tokens for n in held] + [share] * missing + list(chunk_tokens)
-        # the request's own tail (hint, question) is cached too, on a leaf of its own
-        tail = max(0, prompt_tokens - sum(weights))
-        self._tails += 1
-        self.shadow.record((*path, ("tail", self._tails)), [*weights, tail])
+        ``sent.page_tokens``); then record the request, its tail and its answer, as the engine
+        caches them, under the keys the conversation's next turn will walk."""
+        tail = sent.tail
+        if tail is None:
+            self._tails += 1
+            tail = ("tail", self._tails)  # unknown: a leaf of its own
+        path = (*sent.prefix, *sent.chunk_ids, tail)
+        self.shadow.sync(
+            path, sent.cached_tokens, page_tokens=sent.page_tokens, local=is_answer_key
+        )
+        # weights: held nodes keep theirs, then what the facade knows (chunks); prefix segments
+        # not held and unknown (messages) share what the report leaves
+        held = self.shadow.walk(path)
+        missing = path[len(held) : -1]
+        known = sum(n.tokens for n in held) + sum(sent.weights.get(k, 0) for k in missing)
+        unknown = [k for k in missing if k not in sent.weights]
+        share = (
+            max(1, (sent.prompt_tokens - known - TAIL_TOKENS_ESTIMATE) // len(unknown))
+            if unknown
+            else 0
+        )
+        weights = [n.tokens for n in held] + [sent.weights.get(k, share) for k in missing]
+        if len(held) < len(path):  # the tail: whatever of the prompt the rest does not explain
+            weights.append(max(0, sent.prompt_tokens - sum(weights)))
+        keys = list(path)
+        if sent.answer is not None:  # the engine caches the generated tokens after the prompt
+            keys.append(sent.answer)
+            weights.append(max(0, sent.completion_tokens - 1))
+        self.shadow.record(keys, weights)
 
     def _count(self, by_id: dict[int, RetrievedChunk]) -> None:
         # popularity of retrieved chunks, halved now and then so that it follows the traffic

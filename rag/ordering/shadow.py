@@ -20,7 +20,7 @@ path); ``total_tokens`` is the sum of node weights; the root has no key and weig
 from __future__ import annotations
 
 import itertools
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 Key = Hashable  # a prefix segment key (str), a chunk id (int), or a request's tail marker
@@ -139,17 +139,28 @@ class ShadowTrie:
         return freed
 
     def sync(
-        self, path: Sequence[Key], cached_tokens: int, slack: int = 32, page_tokens: int = 1
+        self,
+        path: Sequence[Key],
+        cached_tokens: int,
+        slack: int = 32,
+        page_tokens: int = 1,
+        local: Callable[[Key], bool] | None = None,
     ) -> bool:
         """Reconcile with the engine's report for a request that sent ``path`` (call before
         ``record``). Returns True when the shadow had to forget nodes the engine had evicted.
 
         ``page_tokens`` is the engine's cache granularity: it reuses a prefix in whole pages, so
-        a report up to a page short of the held path is not an eviction."""
+        a report up to a page short of the held path is not an eviction. A shortfall at a node
+        whose key ``local`` accepts is that node's alone (the engine may never have held it as
+        the shadow keyed it: a generated answer that re-tokenises differently), so only its
+        subtree goes."""
         reach = 0
         for node in self.walk(path):
             reach += node.tokens
             if reach > cached_tokens + max(slack, page_tokens - 1, reach // 20):
+                if local is not None and local(node.key):
+                    self._drop_subtree(node)
+                    return False
                 self.forget_older_than(node.last_used)
                 # the engine could not keep what the shadow still held: lower the estimate
                 self.capacity = max(self.min_capacity, min(self.capacity, self.total_tokens))
