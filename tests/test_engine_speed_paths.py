@@ -183,3 +183,15 @@ def test_prepacked_linears_match_plain_ones(model_dir) -> None:  # noqa: ANN001
     for row in range(2):
         assert torch.nn.functional.cosine_similarity(logits[0][row], logits[1][row], dim=0) > 0.999
         assert int(logits[0][row].argmax()) == int(logits[1][row].argmax())
+
+
+def test_auto_dtype_is_bfloat16_only_where_the_cpu_computes_it_natively() -> None:
+    from engine.embedded.engine import pick_dtype
+
+    zen4 = frozenset({"avx512f", "avx512bw", "avx512_bf16"})
+    skylake = frozenset({"avx512f", "avx512bw", "avx512vl"})  # AVX-512, no bf16 dot products
+    assert pick_dtype("auto", zen4, "AVX512") == torch.bfloat16
+    assert pick_dtype("auto", skylake, "AVX512") == torch.float32
+    assert pick_dtype("auto", zen4, "AVX2") == torch.float32  # PyTorch held below AVX-512
+    assert pick_dtype("bfloat16", skylake, "AVX2") == torch.bfloat16  # asked for: given
+    assert pick_dtype("float32", zen4, "AVX512") == torch.float32

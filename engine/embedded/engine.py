@@ -24,7 +24,7 @@ from engine.embedded.attention import run_step
 from engine.embedded.fused import FusedLlama, fusable
 from engine.embedded.kv_pool import KVPool
 from engine.embedded.linear import packing_available
-from engine.embedded.native import load_native_kernels
+from engine.embedded.native import cpu_flags, load_native_kernels
 from engine.embedded.omp import run_in_own_thread
 from engine.embedded.scheduler import Scheduler
 from engine.embedded.sequence import Job
@@ -32,14 +32,23 @@ from engine.embedded.sequence import Job
 log = logging.getLogger(__name__)
 
 
-def pick_dtype(name: str) -> torch.dtype:
+def pick_dtype(
+    name: str, flags: frozenset[str] | None = None, capability: str | None = None
+) -> torch.dtype:
+    """``bfloat16``, ``float32``, or ``auto``: bfloat16 only where the CPU computes it natively
+    (AVX-512 BF16 dot products, and PyTorch running at AVX-512), else float32. Without native
+    bf16 math every bf16 matrix multiply converts to fp32 first: measured on an AVX-512 Xeon
+    without it, a 1,206-token prefill took 5.2 s in bf16 against 2.0 s in fp32 (decode: 25 vs
+    22 tokens/s for one stream), and RAG turns are mostly prefill. ``flags`` (the CPU's, as
+    /proc/cpuinfo spells them) and ``capability`` (PyTorch's) default to this machine's."""
     if name == "bfloat16":
         return torch.bfloat16
     if name == "float32":
         return torch.float32
-    # auto: bf16 where the CPU has native-width vector units for it, else fp32
-    capability = torch.backends.cpu.get_cpu_capability()
-    return torch.bfloat16 if "AVX512" in capability else torch.float32
+    flags = cpu_flags() if flags is None else flags
+    capability = torch.backends.cpu.get_cpu_capability() if capability is None else capability
+    native = "avx512_bf16" in flags and "AVX512" in capability
+    return torch.bfloat16 if native else torch.float32
 
 
 class EmbeddedEngine:
