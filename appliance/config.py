@@ -92,7 +92,7 @@ class RagConfig(_Section):
     # cache riders: retrieve this many candidates beyond top_k; the ``prefix`` ordering sends
     # those the engine already has cached (no prefill) along, so that later turns find them
     # known. 0 disables
-    riders: int = Field(4, ge=0, le=32)
+    riders: int = Field(6, ge=0, le=32)
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> RagConfig:

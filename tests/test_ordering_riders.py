@@ -86,7 +86,7 @@ def test_a_later_turn_about_a_rider_chunk_adds_no_new_chunk(appliance) -> None: 
 
 def test_the_rider_setting_is_validated() -> None:
     defaults = ChatSettings("system", 4, "prefix", 0.0, 64)
-    assert defaults.riders == 4  # on by default, like ``rag.riders``
+    assert defaults.riders == 6  # on by default, like ``rag.riders``
     assert apply_changes(defaults, {"riders": "0"}, ["prefix"], 64).riders == 0
     for bad in (-1, MAX_RIDERS + 1, "some"):
         with pytest.raises(SettingsError, match="riders"):

@@ -58,6 +58,7 @@ class Outcome:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     ttfts: list[float] = field(default_factory=list)
+    first_turn: list[bool] = field(default_factory=list)  # per request: a session's first turn
     requests: int = 0
     # prefill of first turns: the only documents that can be shared across conversations
     first_turn_prefill: int = 0
@@ -66,6 +67,10 @@ class Outcome:
     @property
     def prefill_tokens(self) -> int:
         return self.prompt_tokens - self.cached_tokens
+
+    def ttfts_of(self, first: bool) -> list[float]:
+        """TTFTs of first turns (``first``) or of follow-ups."""
+        return [t for t, f in zip(self.ttfts, self.first_turn, strict=True) if f == first]
 
     @property
     def hit_ratio(self) -> float:
@@ -131,6 +136,7 @@ class Replayer:
         out.prompt_tokens += served.prompt_tokens
         out.cached_tokens += served.cached_tokens
         out.ttfts.append(served.ttft_s)
+        out.first_turn.append(turn.turn == 0)
         out.requests += 1
         out.riders += len(riders)
         if turn.turn == 0:

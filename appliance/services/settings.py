@@ -30,7 +30,7 @@ class ChatSettings:
     # cache riders: candidates retrieved beyond top_k, sent along only where the engine has
     # them cached (strategies that take riders: ``prefix``); 0 disables. Same default as
     # ``RagConfig.riders``
-    riders: int = 4
+    riders: int = 6
 
 
 MAX_SYSTEM_PROMPT_CHARS = 8000
