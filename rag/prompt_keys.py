@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from rag.prompt import segment_key
 
-ANSWER_ROLE = "assistant"
+USER_ROLE, ANSWER_ROLE = "user", "assistant"
 
 Key = int | str  # a chunk id, or the key of a rendered segment
 
@@ -33,12 +33,17 @@ class RenderedTurn:
 def tail_key(user_turn: str) -> str:
     """The key of a user message's part after its documents (keyed by the whole message, which
     is unique to it)."""
-    return segment_key("user", user_turn)
+    return segment_key(USER_ROLE, user_turn)
 
 
 def answer_key(answer: str) -> str:
     """The key of an answer."""
     return segment_key(ANSWER_ROLE, answer)
+
+
+def is_tail_key(key: object) -> bool:
+    """Whether ``key`` is a user message's (so the first one names its conversation)."""
+    return isinstance(key, str) and key.startswith(f"{USER_ROLE}:")
 
 
 def is_answer_key(key: object) -> bool:

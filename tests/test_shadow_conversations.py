@@ -17,6 +17,7 @@ from rag.prompt_keys import (
     RenderedTurn,
     answer_key,
     is_answer_key,
+    is_tail_key,
     rendered_numbers,
     shadow_prefix,
     tail_key,
@@ -57,6 +58,7 @@ def test_shadow_prefix_keys_each_turn_as_chunks_tail_and_answer() -> None:
     )
     assert keys[0] == shadow_prefix("policy", [])[0] and len(set(keys)) == len(keys)
     assert is_answer_key(keys[4]) and not any(is_answer_key(k) for k in keys[:4])
+    assert [is_tail_key(k) for k in keys] == [False, False, False, True, False, True, False]
 
 
 def test_an_answer_that_did_not_match_is_dropped_alone() -> None:

@@ -141,7 +141,7 @@ class ContextOrdering:
         completion_tokens: int = 0,
     ) -> None:
         """What one finished request sent and what was cached: ``prefix`` (the keys of everything
-        before this turn's documents, ``rag.prompt.shadow_prefix``), the chunk ids rendered in
+        before this turn's documents, ``rag.prompt_keys.shadow_prefix``), the chunk ids rendered in
         this turn in prompt order, the key of the rest of its user message (``tail``) and of the
         answer the engine generated, which it caches too. The engine caches in whole pages of
         ``page_tokens`` (``EngineInfo.cache_page_tokens``)."""

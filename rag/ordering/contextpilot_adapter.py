@@ -14,6 +14,7 @@ import logging
 import threading
 from collections.abc import Hashable, Sequence
 
+from rag.prompt_keys import is_tail_key
 from rag.types import RetrievedChunk
 
 
@@ -45,7 +46,7 @@ class ContextPilotOrdering:
         by_id = {c.chunk_id: c for c in chunks}
         with self._lock:
             # a conversation is named by its first user message (absent on a first turn)
-            first = next((k for k in prefix if isinstance(k, str) and k.startswith("user:")), None)
+            first = next((k for k in prefix if is_tail_key(k)), None)
             if first is not None:
                 conversation = first
             else:
