@@ -207,6 +207,7 @@ def _simulate(
                     f"{r.first_turn_prefill:,}",
                     _ratio(r.first_turn_prefill, cp.first_turn_prefill) if cp else "-",
                     f"{r.prefill_tokens - r.first_turn_prefill:,}",
+                    _ratio(statistics.median(r.prefills), statistics.median(base.prefills)),
                     f"{r.riders / r.requests:.2f}" if r.requests else "-",
                 )
             )
@@ -225,6 +226,8 @@ def _simulate(
         "1st-turn prefill",
         "1st-turn vs cp",
         "later-turn prefill",
+        # what TTFT p50 can gain at most on this cache: the median turn's prefill
+        "p50 turn prefill vs rel.",
         "riders/turn",
     )
     return render(headers, lines), _simulator_targets(ours)

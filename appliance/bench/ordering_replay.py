@@ -59,6 +59,7 @@ class Outcome:
     cached_tokens: int = 0
     ttfts: list[float] = field(default_factory=list)
     first_turn: list[bool] = field(default_factory=list)  # per request: a session's first turn
+    prefills: list[int] = field(default_factory=list)  # per request: tokens not from the cache
     requests: int = 0
     # prefill of first turns: the only documents that can be shared across conversations
     first_turn_prefill: int = 0
@@ -136,6 +137,7 @@ class Replayer:
         out.prompt_tokens += served.prompt_tokens
         out.cached_tokens += served.cached_tokens
         out.ttfts.append(served.ttft_s)
+        out.prefills.append(served.prompt_tokens - served.cached_tokens)
         out.first_turn.append(turn.turn == 0)
         out.requests += 1
         out.riders += len(riders)
