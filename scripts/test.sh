@@ -5,10 +5,17 @@ cd "$(dirname "$0")/.."
 bash scripts/_install.sh cpu,dev
 . .venv/bin/activate
 # the browser tests drive Debian's chromium (playwright's own browser download cannot work
-# air-gapped); install it where we may, else those tests skip and say why
-if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
-        >/dev/null 2>&1 || echo "note: could not install chromium; browser tests will skip"
+# air-gapped), and the Korean PDF test needs a Korean TTF font; install them where we may, else
+# those tests skip and say why
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    wanted=""
+    [ -x /usr/bin/chromium ] || wanted="$wanted chromium"
+    [ -f /usr/share/fonts/truetype/nanum/NanumGothic.ttf ] || wanted="$wanted fonts-nanum"
+    if [ -n "$wanted" ]; then
+        # shellcheck disable=SC2086
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $wanted) \
+            >/dev/null 2>&1 || echo "note: could not install$wanted; the tests that need it skip"
+    fi
 fi
 ruff check .
 ruff format --check .
