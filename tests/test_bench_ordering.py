@@ -122,3 +122,21 @@ def test_the_prefill_target_names_every_capacity_that_misses_it() -> None:
     assert ("prefill <= 0.9 x contextpilot", "not installed", "-") in _simulator_targets(
         {"prefix": [(16_000, 0.0, 0.4)]}
     )
+
+
+def test_the_engine_slice_holds_each_answer_as_if_it_had_generated_it(engine) -> None:  # noqa: ANN001
+    import uuid
+
+    from appliance.bench.ordering_engine import engine_backend
+
+    serve = engine_backend(engine)
+    system = f"Policy {uuid.uuid4().hex}: answer from the documents. " * 8
+    first = (("system", system), ("user", "Documents: [1] VPN resets are self-service."))
+    answer = "Reset it on the portal [1]."
+    served = serve(first, answer)
+    assert served.cached_tokens < served.prompt_tokens // 2  # a new prompt
+    assert served.answer_tokens == engine.count_tokens(answer)
+    # the next turn reuses the first prompt and the answer, as it would after a real answer
+    follow = (*first, ("assistant", answer), ("user", "And on my phone?"))
+    again = serve(follow, "The same way [1].")
+    assert again.cached_tokens >= served.prompt_tokens + served.answer_tokens - 1

@@ -32,10 +32,13 @@ QA_FILE = Path(__file__).resolve().parent.parent / "sample_corpus" / "qa.json"
 CITATION = re.compile(r"\[(\d+)\]")
 
 
-def _finish(engine: Engine, messages: Messages, new_tokens: int) -> tuple[Finished, str]:
+def _finish(
+    engine: Engine, messages: Messages | None, new_tokens: int, prompt: str | None = None
+) -> tuple[Finished, str]:
     final, parts = None, []
     sampling = SamplingParams(max_new_tokens=new_tokens, temperature=0.0)
-    for item in engine.generate(GenerateRequest(messages=messages, sampling=sampling)):
+    request = GenerateRequest(messages=messages, prompt=prompt, sampling=sampling)
+    for item in engine.generate(request):
         if isinstance(item, Finished):
             final = item
         else:
@@ -45,13 +48,16 @@ def _finish(engine: Engine, messages: Messages, new_tokens: int) -> tuple[Finish
 
 
 def engine_backend(engine: Engine) -> Backend:
-    """One token per request: the run measures prefill (TTFT), not decoding. The workload's
-    answer is appended to the conversation without being generated, so the engine does not
-    hold it (``answer_tokens`` 0) until the next turn's prompt brings it."""
+    """One token per request: the run measures prefill (TTFT), not decoding. Then the engine is
+    handed the workload's answer after the prompt (outside the measured request), so that it
+    holds what it would hold had it generated that answer, as in a real chat."""
 
     def serve(messages: Messages, answer: str) -> Served:
         s = _finish(engine, messages, 1)[0].stats
-        return Served(s.prompt_tokens, s.cached_tokens, s.ttft_s)
+        taught = _finish(engine, None, 1, prompt=engine.render_chat(messages) + answer)[0].stats
+        return Served(
+            s.prompt_tokens, s.cached_tokens, s.ttft_s, taught.prompt_tokens - s.prompt_tokens
+        )
 
     return serve
 
