@@ -61,13 +61,16 @@ class Outcome:
     first_turn: list[bool] = field(default_factory=list)  # per request: a session's first turn
     prefills: list[int] = field(default_factory=list)  # per request: tokens not from the cache
     requests: int = 0
-    # prefill of first turns: the only documents that can be shared across conversations
-    first_turn_prefill: int = 0
     riders: int = 0  # cache riders sent (candidate chunks beyond the top-k)
 
     @property
     def prefill_tokens(self) -> int:
         return self.prompt_tokens - self.cached_tokens
+
+    @property
+    def first_turn_prefill(self) -> int:
+        """Prefill of first turns: the only documents that can be shared across conversations."""
+        return sum(p for p, first in zip(self.prefills, self.first_turn, strict=True) if first)
 
     def ttfts_of(self, first: bool) -> list[float]:
         """TTFTs of first turns (``first``) or of follow-ups."""
@@ -141,8 +144,6 @@ class Replayer:
         out.first_turn.append(turn.turn == 0)
         out.requests += 1
         out.riders += len(riders)
-        if turn.turn == 0:
-            out.first_turn_prefill += served.prompt_tokens - served.cached_tokens
 
 
 def replay(
