@@ -102,13 +102,14 @@ def test_replay_with_riders_keeps_conversations_append_only(engine) -> None:  # 
 
 
 def test_the_prefill_target_names_every_capacity_that_misses_it() -> None:
-    from appliance.bench.ordering_bench import RIDERS, _simulator_targets
+    from appliance.bench.ordering_bench import RIDERS
+    from appliance.bench.ordering_sim import simulator_targets
 
     ours = {
         "prefix": [(16_000, 0.97, 0.42), (64_000, 0.95, 0.78)],
         RIDERS: [(16_000, 0.96, 0.44), (64_000, 0.87, 0.82)],
     }
-    rows = {target: (measured, met) for target, measured, met in _simulator_targets(ours)}
+    rows = {target: (measured, met) for target, measured, met in simulator_targets(ours)}
     assert rows["prefill <= 0.9 x contextpilot, every capacity"] == (
         "0.970 / 0.950",
         "NO (at 16,000, 64,000)",
@@ -119,7 +120,7 @@ def test_the_prefill_target_names_every_capacity_that_misses_it() -> None:
     )
     assert rows[f"hit ratio >= 0.74 ({RIDERS})"] == ("best 0.820", "yes")
     # without ContextPilot installed there is nothing to compare with
-    assert ("prefill <= 0.9 x contextpilot", "not installed", "-") in _simulator_targets(
+    assert ("prefill <= 0.9 x contextpilot", "not installed", "-") in simulator_targets(
         {"prefix": [(16_000, 0.0, 0.4)]}
     )
 

@@ -38,7 +38,7 @@ def _p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
-def _ratio(ours: float, base: float) -> str:
+def fmt_ratio(ours: float, base: float) -> str:
     return f"{ours / base:.3f}" if base else "-"
 
 
@@ -46,7 +46,7 @@ def _ms_p50(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:.0f} ms" if values else "-"
 
 
-def _yes(ok: bool) -> str:
+def yes(ok: bool) -> str:
     return "yes" if ok else "NO"
 
 
@@ -126,6 +126,7 @@ def run(
     shape: dict | None = None,
     riders: int = 6,
 ) -> str:
+    from appliance.bench.ordering_sim import granularity, simulate
     from appliance.bench.ordering_workload import make_workload
     from engine.embedded.engine import EmbeddedEngine
     from engine.embedded.model_store import resolve_model_dir
@@ -153,9 +154,9 @@ def run(
             f"{intents or 'no'} recurring questions per topic, {riders} candidates beyond the "
             f"top-k per turn; tokenizer: {model_dir.name}"
         ]
-        table, targets = _simulate(engine, workload, capacities, rows)
+        table, targets = simulate(engine, workload, capacities, rows)
         out.append(table)
-        out.append(_granularity(engine, workload, max(capacities), rows))
+        out.append(granularity(engine, workload, max(capacities), rows))
         names = [v for n in ENGINE_STRATEGIES for v in rows if v.label == n]
         if engine_turns or qa:
             table, more = _on_engine(
@@ -168,138 +169,6 @@ def run(
         return "\n".join(out)
     finally:
         engine.close()
-
-
-def _simulate(
-    engine: EmbeddedEngine, workload: Workload, capacities: list[int], rows: list[Variant]
-) -> tuple[str, list[tuple[str, str, str]]]:
-    """Every strategy through the radix simulator at every capacity: the table and targets."""
-    from appliance.bench.ordering_radix import RadixLRU
-    from appliance.bench.ordering_replay import PieceTokenizer, replay, simulator_backend
-    from rag.ordering import default_ordering
-
-    pieces = PieceTokenizer(engine.encode)
-    lines: list[tuple[str, ...]] = []
-    # per variant of ours: (capacity, prefill / contextpilot's, hit ratio) at every capacity
-    ours: dict[str, list[tuple[int, float, float]]] = {}
-    for cap in capacities:
-        results = {
-            v.label: replay(
-                workload,
-                workload.turns,
-                default_ordering(cap),
-                v.strategy,
-                simulator_backend(RadixLRU(cap), pieces),
-                v.riders,
-            )
-            for v in rows
-        }
-        base, cp = results["relevance"], results.get("contextpilot")
-        for name, r in results.items():
-            lines.append(
-                (
-                    f"{cap:,}",
-                    name,
-                    f"{r.hit_ratio:.3f}",
-                    f"{r.prefill_tokens:,}",
-                    _ratio(r.prefill_tokens, cp.prefill_tokens) if cp else "-",
-                    _ratio(r.prefill_tokens, base.prefill_tokens),
-                    f"{r.first_turn_prefill:,}",
-                    _ratio(r.first_turn_prefill, cp.first_turn_prefill) if cp else "-",
-                    f"{r.prefill_tokens - r.first_turn_prefill:,}",
-                    _ratio(statistics.median(r.prefills), statistics.median(base.prefills)),
-                    f"{r.riders / r.requests:.2f}" if r.requests else "-",
-                )
-            )
-        for name in ("prefix", RIDERS):
-            if name in results:
-                r = results[name]
-                vs_cp = r.prefill_tokens / cp.prefill_tokens if cp else 0.0
-                ours.setdefault(name, []).append((cap, vs_cp, r.hit_ratio))
-    headers = (
-        "capacity",
-        "strategy",
-        "hit ratio",
-        "prefill tokens",
-        "vs contextpilot",
-        "vs relevance",
-        "1st-turn prefill",
-        "1st-turn vs cp",
-        "later-turn prefill",
-        # what TTFT p50 can gain at most on this cache: the median turn's prefill
-        "p50 turn prefill vs rel.",
-        "riders/turn",
-    )
-    return render(headers, lines), _simulator_targets(ours)
-
-
-def _simulator_targets(
-    ours: dict[str, list[tuple[int, float, float]]],
-) -> list[tuple[str, str, str]]:
-    """The prefill target at every capacity (each one listed) and the best hit ratio."""
-    targets = []
-    for name, label in (("prefix", ""), (RIDERS, f" ({RIDERS})")):
-        if name not in ours:
-            continue
-        per_cap = ours[name]
-        if all(vs_cp for _c, vs_cp, _h in per_cap):
-            missed = [f"{c:,}" for c, vs_cp, _h in per_cap if vs_cp > 0.9]
-            targets.append(
-                (
-                    f"prefill <= 0.9 x contextpilot, every capacity{label}",
-                    " / ".join(f"{vs_cp:.3f}" for _c, vs_cp, _h in per_cap),
-                    "yes" if not missed else f"NO (at {', '.join(missed)})",
-                )
-            )
-        else:
-            targets.append((f"prefill <= 0.9 x contextpilot{label}", "not installed", "-"))
-        best = max(h for _c, _v, h in per_cap)
-        targets.append((f"hit ratio >= 0.74 ({name})", f"best {best:.3f}", _yes(best >= 0.74)))
-    return targets
-
-
-PAGES = (1, 16, 128)  # the embedded engine; a common SGLang page size; vLLM CPU's block
-
-
-def _granularity(
-    engine: EmbeddedEngine, workload: Workload, capacity: int, rows: list[Variant]
-) -> str:
-    """Hit ratio when the engine caches whole pages only (SGLang ``--page-size``, vLLM's
-    128-token blocks) instead of every token: what reuse a coarser cache gives up on this
-    workload, at the largest capacity."""
-    from appliance.bench.ordering_radix import RadixLRU
-    from appliance.bench.ordering_replay import PieceTokenizer, replay, simulator_backend
-    from rag.ordering import default_ordering
-
-    pieces = PieceTokenizer(engine.encode)
-    picked = [v for v in rows if v.label in ("relevance", "prefix", RIDERS)]
-    lines = []
-    for v in picked:
-        hits = []
-        for page in PAGES:
-            r = replay(
-                workload,
-                workload.turns,
-                default_ordering(capacity),
-                v.strategy,
-                simulator_backend(RadixLRU(capacity, page_tokens=page), pieces),
-                v.riders,
-                page_tokens=page,
-            )
-            hits.append(r)
-        lines.append(
-            (
-                v.label,
-                *(f"{r.hit_ratio:.3f}" for r in hits),
-                *(_ratio(r.prefill_tokens, hits[0].prefill_tokens) for r in hits[1:]),
-            )
-        )
-    headers = (
-        f"capacity {capacity:,}",
-        *(f"hit, page {p}" for p in PAGES),
-        *(f"prefill, page {p} / page 1" for p in PAGES[1:]),
-    )
-    return render(headers, lines)
 
 
 def _on_engine(
@@ -358,7 +227,7 @@ def _on_engine(
                 f"{r.prefill_tokens:,}" if r else "-",
                 f"{p50 * 1000:.0f} ms" if r else "-",
                 f"{_p(r.ttfts, 0.95) * 1000:.0f} ms" if r else "-",
-                _ratio(p50, base_p50) if r else "-",
+                fmt_ratio(p50, base_p50) if r else "-",
                 " / ".join(_ms_p50(r.ttfts_of(f)) for f in (True, False)) if r else "-",
                 f"{q.hits}/{q.questions}" if q else "-",
                 f"{q.grounded}/{q.questions} ({q.retrieved} in prompt)" if q else "-",
@@ -393,11 +262,11 @@ def _on_engine(
         if er and name in er:
             ratio = statistics.median(er[name].ttfts) / base_p50 if base_p50 else 1.0
             targets.append(
-                (f"TTFT p50 <= 0.6 x relevance{label}", f"{ratio:.3f}", _yes(ratio <= 0.6))
+                (f"TTFT p50 <= 0.6 x relevance{label}", f"{ratio:.3f}", yes(ratio <= 0.6))
             )
         if quality and name in quality:
             delta = quality[name].grounded_score - base_q
             targets.append(
-                (f"quality >= relevance - 2 pts{label}", f"{delta:+.1f} pts", _yes(delta >= -2))
+                (f"quality >= relevance - 2 pts{label}", f"{delta:+.1f} pts", yes(delta >= -2))
             )
     return lines, targets
