@@ -7,6 +7,7 @@ One server pair per module; the browser tests run in order and build on each oth
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -116,6 +117,22 @@ def open_page(browser, site: Site, locale: str):  # noqa: ANN001, ANN201
 
     page.on("request", record)
     return page
+
+
+@contextlib.contextmanager
+def admin_settings(site: Site, changes: dict) -> Iterator[None]:
+    """Chat settings changed through the admin API for the block, then put back."""
+    token = httpx.post(
+        f"{site.base}/api/login", json={"username": "admin", "password": site.admin_password}
+    ).json()["token"]
+    url, headers = f"{site.base}/api/admin/settings", {"authorization": f"Bearer {token}"}
+    before = httpx.get(url, headers=headers).json()
+    assert httpx.put(url, json=changes, headers=headers).status_code == 200
+    try:
+        yield
+    finally:
+        restore = {key: before[key] for key in changes}
+        assert httpx.put(url, json=restore, headers=headers).status_code == 200
 
 
 def sign_in(page, site: Site, username: str, password: str) -> None:  # noqa: ANN001
@@ -246,14 +263,17 @@ def test_regenerate_stop_rename_delete(admin_page, site: Site) -> None:  # noqa:
         time.sleep(0.5)
     assert len(rows) == 2
 
-    # Stop: the partial answer is not stored, the question stays in the box
-    page.locator("#question textarea").fill("Describe the onboarding week in detail.")
-    page.locator("#send").click()
-    page.locator("#stop").click()
-    expect(page.locator("#chatbot")).to_contain_text("Stopped", timeout=30_000)
-    expect(page.locator("#question textarea")).to_have_value(
-        "Describe the onboarding week in detail."
-    )
+    # Stop: the partial answer is not stored, the question stays in the box. The answer may run
+    # long for this turn, so that it is still streaming when Stop lands: a 12-token answer can
+    # finish before the click reaches the server
+    with admin_settings(site, {"max_new_tokens": 400}):
+        page.locator("#question textarea").fill("Describe the onboarding week in detail.")
+        page.locator("#send").click()
+        page.locator("#stop").click()
+        expect(page.locator("#chatbot")).to_contain_text("Stopped", timeout=30_000)
+        expect(page.locator("#question textarea")).to_have_value(
+            "Describe the onboarding week in detail."
+        )
 
     page.locator("#manage").click()
     page.locator("#rename-box textarea, #rename-box input").first.fill("VPN questions")
