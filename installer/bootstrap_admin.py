@@ -14,9 +14,9 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    from appliance.app import bootstrap_admin, open_database
-    from appliance.auth import AuthService
-    from appliance.config import load_config
+    from appliance.core.auth.service import AuthService
+    from appliance.core.config import load_config
+    from appliance.wiring.appliance import bootstrap_admin, open_database
 
     config = load_config(Path(argv[0]))
     db = open_database(config)

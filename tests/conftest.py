@@ -12,9 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.paths import MODELS_CACHE
 
-REPO = Path(__file__).resolve().parent.parent
-MODELS_CACHE = REPO / ".cache" / "models"
 PG_ADMIN_URL = os.environ.get("TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing leaves the box, in tests too
@@ -82,7 +81,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def make_config(data_dir: Path, model_dir: Path, **sections):  # noqa: ANN003, ANN201
     """A config for tests: small answers, the prepared model, everything under ``data_dir``."""
-    from appliance.config import load_config
+    from appliance.core.config import load_config
 
     overrides = {
         "paths": {"data_dir": str(data_dir)},
@@ -96,7 +95,7 @@ def make_config(data_dir: Path, model_dir: Path, **sections):  # noqa: ANN003, A
 @pytest.fixture(scope="session")
 def appliance(tmp_path_factory: pytest.TempPathFactory, model_dir: Path, engine, embedder):  # noqa: ANN001, ANN201
     """One appliance on SQLite with the sample corpus ingested, shared by service/API tests."""
-    from appliance.app import build_appliance
+    from appliance.wiring.appliance import build_appliance
 
     config = make_config(tmp_path_factory.mktemp("appliance"), model_dir)
     app = build_appliance(config, engine=engine, embedder=embedder)
@@ -115,9 +114,9 @@ def config_for():  # noqa: ANN201
 
 @pytest.fixture(scope="module")
 def base(engine) -> Iterator[str]:  # noqa: ANN001
-    from servers import MODEL, serving
+    from support.servers import MODEL, serving
 
-    from engine.embedded.server.app import build_server_app
+    from engine.server.app import build_server_app
 
     with serving(build_server_app(engine, MODEL)) as url:
         yield url

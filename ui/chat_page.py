@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from appliance.auth import AuthService
-from appliance.services.conversations import ConversationService
+from appliance.core.auth.service import AuthService
+from appliance.core.services.conversations import ConversationService
 from ui.chat.handlers import TURN_OUTPUTS, ChatHandlers
 from ui.chat.layout import build_layout
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from appliance.services.conversations import TurnStats
+from appliance.core.services.conversations import TurnStats
 from ui.i18n import t
 
 

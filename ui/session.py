@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from appliance.auth import AuthService, Principal
+from appliance.core.auth.principal import Principal
+from appliance.core.auth.service import AuthService
 
 
 def principal_from(request: gr.Request, auth: AuthService) -> Principal | None:

@@ -19,17 +19,15 @@ from pathlib import Path
 import torch
 
 from appliance.bench.table import render
-from appliance.config import AppConfig
+from appliance.core.config import SAMPLE_CORPUS, AppConfig
 from engine.base import Finished, GenerateRequest, SamplingParams
 from engine.embedded.engine import EmbeddedEngine
 from engine.embedded.model_store import resolve_model_dir
 from engine.embedded.omp import run_in_own_thread
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
-
 
 def _corpus_ids(engine: EmbeddedEngine, n: int, offset: int = 0) -> list[int]:
-    text = "\n\n".join(p.read_text(encoding="utf-8") for p in sorted(SAMPLE.glob("*.md")))
+    text = "\n\n".join(p.read_text(encoding="utf-8") for p in sorted(SAMPLE_CORPUS.glob("*.md")))
     ids = engine.encode(text)
     assert len(ids) >= offset + n, "sample corpus too small for the benchmark"
     return ids[offset : offset + n]

@@ -12,20 +12,18 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import faiss
 import numpy as np
 
 from appliance.bench.synthetic import make_corpus
 from appliance.bench.table import render
-from appliance.config import AppConfig
+from appliance.core.config import SAMPLE_CORPUS, AppConfig
 from rag import ann
 from rag.bm25 import BM25Index
 from rag.hybrid import HybridRetriever
 from rag.index import VectorIndex
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
 DIM, K, N_QUERIES, WORDS_PER_PAGE = 384, 10, 200, 500
 HYBRID_P95_MS, RECALL_TARGET = 50.0, 0.95
 
@@ -115,7 +113,7 @@ def bench_embedding() -> list[tuple]:
 
     sections = [
         Section(heading=p.stem, text=p.read_text(encoding="utf-8"))
-        for p in sorted(SAMPLE.iterdir())
+        for p in sorted(SAMPLE_CORPUS.iterdir())
         if p.suffix in {".md", ".txt", ".json"}
     ]
     words = sum(len(s.text.split()) for s in sections)

@@ -29,18 +29,17 @@ import statistics
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 import httpx
 
 from appliance.bench.load_session import CLEAR, SessionPlan, Turn, lost_messages, run_session
 from appliance.bench.table import render
-from appliance.config import AppConfig
+from appliance.core.config import SAMPLE_CORPUS, AppConfig
 
 MAX_SESSIONS = 64
 MAX_TURNS = 8
 MAX_DURATION_S = 900
-QA_FILE = Path(__file__).resolve().parent.parent / "sample_corpus" / "qa.json"
+QA_FILE = SAMPLE_CORPUS / "qa.json"
 
 
 def _questions() -> list[str]:
@@ -50,8 +49,8 @@ def _questions() -> list[str]:
 def _accounts(config: AppConfig, n: int, args: argparse.Namespace) -> list[tuple[str, str]]:
     if args.username:
         return [(args.username, args.password or "")] * n
-    from appliance.app import open_database
-    from appliance.auth import AuthError, AuthService
+    from appliance.core.auth.service import AuthError, AuthService
+    from appliance.wiring.appliance import open_database
 
     db = open_database(config)
     auth = AuthService(db, config.security.session_ttl_hours)

@@ -18,8 +18,8 @@ from pathlib import Path
 from appliance.bench.peer_server import ManagedServer
 from appliance.bench.peer_workload import ServerResult, Workload, run_workload
 from appliance.bench.table import render
+from appliance.core.config import SAMPLE_CORPUS
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
 PREFIX, SUFFIX, NEW, STREAMS = 1500, 50, 64, 8
 
 
@@ -39,7 +39,7 @@ def build_workload(model_dir: Path, quick: bool = False) -> Workload:
     if quick:
         prefix_len, suffix_len, new, streams = 200, 20, 8, 4
     tok = AutoTokenizer.from_pretrained(str(model_dir))
-    text = "\n\n".join(p.read_text(encoding="utf-8") for p in sorted(SAMPLE.glob("*.md")))
+    text = "\n\n".join(p.read_text(encoding="utf-8") for p in sorted(SAMPLE_CORPUS.glob("*.md")))
     ids = list(tok(text, add_special_tokens=False).input_ids)
     need = prefix_len + (streams + 2) * (suffix_len + 10) + streams * 40 + prefix_len
     if len(ids) < need:

@@ -16,3 +16,13 @@ def render(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
             out.append(line)
     out.append(line)
     return "\n".join(out)
+
+
+def fmt_ratio(ours: float, base: float) -> str:
+    """``ours / base`` to three places; ``-`` where there is no baseline."""
+    return f"{ours / base:.3f}" if base else "-"
+
+
+def yes(ok: bool) -> str:
+    """A target's verdict cell."""
+    return "yes" if ok else "NO"

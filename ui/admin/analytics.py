@@ -5,8 +5,8 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from appliance.auth import AuthService
-from appliance.services.admin import AdminConsole
+from appliance.core.auth.service import AuthService
+from appliance.core.services.admin import AdminConsole
 from ui.admin.common import Loader, table
 from ui.session import require_admin
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import gradio as gr
 
-from appliance.auth import AuthService
-from appliance.services.admin import AdminConsole
-from appliance.services.admin.audit import CATEGORIES, CSV_FIELDS
+from appliance.core.auth.service import AuthService
+from appliance.core.services.admin import AdminConsole
+from appliance.core.services.admin.audit import CATEGORIES, CSV_FIELDS
 from ui.admin.common import Loader, table
 from ui.session import require_admin
 

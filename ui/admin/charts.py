@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from appliance.services.admin.series import EngineSample
+from appliance.core.services.admin.series import EngineSample
 
 COLUMNS = ("time", "value", "series")
 # every chart's series and their colours

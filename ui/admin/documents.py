@@ -8,8 +8,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from appliance.auth import AuthService
-from appliance.services.admin import AdminConsole, AdminError, Upload
+from appliance.core.auth.service import AuthService
+from appliance.core.services.admin import AdminConsole, AdminError, Upload
 from ui.admin.common import Loader, table
 from ui.session import require_admin
 

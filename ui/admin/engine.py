@@ -7,8 +7,8 @@ import math
 
 import gradio as gr
 
-from appliance.auth import AuthService
-from appliance.services.admin import AdminConsole
+from appliance.core.auth.service import AuthService
+from appliance.core.services.admin import AdminConsole
 from engine.base import EngineError
 from ui.admin import charts
 from ui.admin.common import Loader

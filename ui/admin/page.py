@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from appliance.auth import AuthService
-from appliance.services.admin import AdminConsole
+from appliance.core.auth.service import AuthService
+from appliance.core.services.admin import AdminConsole
 from ui.admin.analytics import build_analytics_tab
 from ui.admin.audit import build_audit_tab
 from ui.admin.documents import build_documents_tab

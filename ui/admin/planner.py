@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from appliance.auth import AuthService
-from appliance.services.admin.planner import (
+from appliance.core.auth.service import AuthService
+from appliance.core.services.admin.planner import (
     MODEL_PRESETS,
     CapacityPlan,
     PlanError,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import gradio as gr
 
-from appliance.auth import AuthService
-from appliance.services.admin import AdminConsole
-from appliance.services.settings import (
+from appliance.core.auth.service import AuthService
+from appliance.core.services.admin import AdminConsole
+from appliance.core.services.settings import (
     MAX_RIDERS,
     MAX_SYSTEM_PROMPT_CHARS,
     MAX_TOP_K,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import gradio as gr
 
-from appliance.auth import ROLES, AuthService
-from appliance.services.admin import AdminConsole, AdminError
+from appliance.core.auth.principal import ROLES
+from appliance.core.auth.service import AuthService
+from appliance.core.services.admin import AdminConsole, AdminError
 from ui.admin.common import Loader, csv_list, table
 from ui.session import require_admin
 

@@ -9,14 +9,21 @@ from typing import Any
 
 import gradio as gr
 
-from appliance.auth import AuthService, Principal
-from appliance.services.chat import ChatError, DeltaEvent, DoneEvent, ErrorEvent, RetrievalEvent
-from appliance.services.conversations import ConversationService
-from appliance.web_login import LANG_COOKIE
+from appliance.core.auth.principal import Principal
+from appliance.core.auth.service import AuthService
+from appliance.core.services.chat import (
+    ChatError,
+    DeltaEvent,
+    DoneEvent,
+    ErrorEvent,
+    RetrievalEvent,
+)
+from appliance.core.services.conversations import ConversationService
 from ui.chat.layout import ChatComponents
 from ui.chat.view import conversation_choices, conversation_view, error_note
 from ui.format import citations_html, link_citations
 from ui.i18n import pick, t
+from ui.login.routes import LANG_COOKIE
 from ui.session import require_principal
 
 # the outputs of a streamed turn, in this order

@@ -8,8 +8,8 @@ from typing import Any
 
 import gradio as gr
 
-from appliance.api_keys import ApiKeyError, ApiKeyInfo
-from appliance.auth import AuthService
+from appliance.core.auth.api_keys import ApiKeyError, ApiKeyInfo
+from appliance.core.auth.service import AuthService
 from ui.i18n import t
 from ui.session import require_principal
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from appliance.auth import AuthService
+from appliance.core.auth.service import AuthService
 from ui.chat.keys import KeysPanel
 from ui.i18n import LANGUAGE_NAMES, t
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from appliance.services.conversations import Turn
+from appliance.core.services.conversations import Turn
 from ui.charts import conversation_chart
 from ui.format import citations_html, link_citations, panel_html
 from ui.i18n import t

@@ -1,0 +1,266 @@
+"""The admin REST API under ``/api/admin``: the console's functions for scripts.
+
+(No ``from __future__ import annotations``: FastAPI must see the real dependency types.)
+
+Bearer tokens as in ``appliance.api.chat`` (``POST /api/login``). The admin check is a dependency
+of the router itself, so every endpoint answers 401 without a valid token and 403 for a
+signed-in non-admin, before any work.
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, File, Form, Header, HTTPException, UploadFile
+from fastapi.responses import Response
+from pydantic import BaseModel
+
+from appliance.core.auth.principal import Principal
+from appliance.core.auth.service import AuthService
+from appliance.core.services.admin import AdminConsole, AdminError, Upload
+from appliance.core.services.admin.planner import PlanError, plan_capacity
+from appliance.core.services.settings import SettingsError
+from engine.base import EngineError
+
+
+class UserBody(BaseModel):
+    username: str
+    password: str = ""
+    role: str = "staff"
+    collections: list[str] = []
+
+
+class UserPatch(BaseModel):
+    disabled: bool | None = None
+    role: str | None = None
+    collections: list[str] | None = None
+
+
+class PasswordBody(BaseModel):
+    password: str = ""
+
+
+class KeyBody(BaseModel):
+    username: str
+    name: str = ""
+
+
+class MoveBody(BaseModel):
+    collection: str
+
+
+class RenameBody(BaseModel):
+    old: str
+    new: str
+
+
+class PlanBody(BaseModel):
+    gpu: str
+    gpu_count: int = 1
+    model: str = ""
+    model_dir: str = ""
+    context_length: int = 32768
+    concurrency: int = 32
+
+
+def bearer_admin(auth: AuthService):  # noqa: ANN201
+    """A dependency: the signed-in admin, else 401 (no/invalid token) or 403 (not admin)."""
+
+    def admin(authorization: Annotated[str | None, Header()] = None) -> Principal:
+        if not authorization or not authorization.lower().startswith("bearer "):
+            raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
+        found = auth.resolve(authorization.split(" ", 1)[1].strip())
+        if found is None:
+            raise HTTPException(401, "invalid or expired token", {"WWW-Authenticate": "Bearer"})
+        if not found.is_admin:
+            raise HTTPException(403, "administrators only")
+        return found
+
+    return admin
+
+
+@contextmanager
+def _refused(*errors: type[Exception], status: int = 400) -> Iterator[None]:
+    """A service's refusal (one of ``errors``) becomes an HTTP error carrying its message."""
+    try:
+        yield
+    except errors as exc:
+        raise HTTPException(status, str(exc)) from exc
+
+
+def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRouter:
+    admin = bearer_admin(console.auth)
+    router = APIRouter(prefix="/api/admin", dependencies=[Depends(admin)])
+    Admin = Annotated[Principal, Depends(admin)]
+    docs, users = console.documents, console.users
+
+    # ---- documents and collections --------------------------------------------------------
+
+    @router.get("/documents")
+    def documents(collection: str = "") -> list[dict]:
+        return docs.list_documents(collection or None)
+
+    @router.post("/documents")
+    def upload(
+        who: Admin,
+        files: Annotated[list[UploadFile], File()],
+        collection: Annotated[str, Form()] = "default",
+    ) -> list[dict]:
+        # read one byte past the limit: the ingest service then refuses the file by name
+        uploads = [Upload(f.filename or "upload", f.file.read(max_upload_bytes + 1)) for f in files]
+        with _refused(AdminError):
+            return [asdict(r) for r in docs.upload(uploads, collection, who.username)]
+
+    @router.delete("/documents/{document_id}")
+    def delete_document(document_id: int, who: Admin) -> dict:
+        with _refused(AdminError, status=404):
+            docs.delete(document_id, who.username)
+        return {"ok": True}
+
+    @router.post("/documents/{document_id}/reindex")
+    def reindex(document_id: int, who: Admin) -> dict:
+        with _refused(AdminError, status=404):
+            return {"chunks": docs.reindex(document_id, who.username)}
+
+    @router.post("/documents/{document_id}/move")
+    def move(document_id: int, body: MoveBody, who: Admin) -> dict:
+        with _refused(AdminError):
+            docs.move(document_id, body.collection, who.username)
+        return {"ok": True}
+
+    @router.get("/collections")
+    def collections() -> list[dict]:
+        return docs.collections()
+
+    @router.post("/collections/rename")
+    def rename(body: RenameBody, who: Admin) -> dict:
+        with _refused(AdminError):
+            return {"documents": docs.rename_collection(body.old, body.new, who.username)}
+
+    @router.delete("/collections/{name}")
+    def delete_collection(name: str, who: Admin) -> dict:
+        with _refused(AdminError):
+            return {"documents": docs.delete_collection(name, who.username)}
+
+    @router.get("/chunks")
+    def search(q: str, k: int = 10, collection: str = "") -> list[dict]:
+        with _refused(AdminError):
+            return docs.search_chunks(q, k, collection or None)
+
+    @router.get("/ingestion-runs")
+    def ingestion_runs(limit: int = 200) -> list[dict]:
+        return docs.ingestion_history(limit)
+
+    # ---- users and API keys ---------------------------------------------------------------
+
+    @router.get("/users")
+    def list_users() -> list[dict]:
+        return users.list_users()
+
+    @router.post("/users")
+    def create_user(body: UserBody, who: Admin) -> dict:
+        with _refused(AdminError):
+            password = users.create(
+                who.username, body.username, body.password, body.role, body.collections
+            )
+        return {"username": body.username.strip(), "password": password}
+
+    @router.patch("/users/{username}")
+    def patch_user(username: str, body: UserPatch, who: Admin) -> dict:
+        with _refused(AdminError):
+            if body.disabled is not None:
+                users.set_disabled(who.username, username, body.disabled)
+            if body.role is not None:
+                users.set_role(who.username, username, body.role)
+            if body.collections is not None:
+                users.set_collections(who.username, username, body.collections)
+        return {"ok": True}
+
+    @router.post("/users/{username}/password")
+    def reset_password(username: str, body: PasswordBody, who: Admin) -> dict:
+        with _refused(AdminError):
+            return {"password": users.reset_password(who.username, username, body.password)}
+
+    @router.get("/api-keys")
+    def api_keys() -> list[dict]:
+        return users.list_keys()
+
+    @router.post("/api-keys")
+    def create_key(body: KeyBody, who: Admin) -> dict:
+        with _refused(AdminError):
+            return {"key": users.create_key(who.username, body.username, body.name)}
+
+    @router.delete("/api-keys/{key_id}")
+    def revoke_key(key_id: int, who: Admin) -> dict:
+        with _refused(AdminError, status=404):
+            users.revoke_key(who.username, key_id)
+        return {"ok": True}
+
+    # ---- engine, planner, settings ---------------------------------------------------------
+
+    @router.get("/engine")
+    def engine_status() -> dict:
+        return console.engine.status()
+
+    @router.get("/engine/series")
+    def engine_series(minutes: float = 60) -> dict:
+        return {
+            "engine": [{**asdict(s), "at": s.at.isoformat()} for s in console.sampler.samples()],
+            "turns": [
+                {**t, "time": t["time"].isoformat()} for t in console.sampler.turn_series(minutes)
+            ],
+        }
+
+    @router.post("/engine/flush-cache")
+    def flush_cache(who: Admin) -> dict:
+        with _refused(EngineError, status=502):
+            console.engine.flush_cache(who.username)
+        return {"ok": True}
+
+    @router.post("/planner")
+    def planner(body: PlanBody) -> dict:
+        with _refused(PlanError):
+            plan = plan_capacity(
+                body.gpu,
+                body.gpu_count,
+                body.model,
+                body.context_length,
+                body.model_dir,
+                body.concurrency,
+            )
+        return asdict(plan)
+
+    @router.get("/settings")
+    def get_settings() -> dict:
+        return asdict(console.settings.current())
+
+    @router.put("/settings")
+    def put_settings(changes: dict[str, Any], who: Admin) -> dict:
+        with _refused(SettingsError):
+            return asdict(console.settings.update(who.username, changes))
+
+    # ---- audit and analytics --------------------------------------------------------------
+
+    @router.get("/audit", response_model=None)
+    def audit(
+        category: str = "all",
+        actor: str = "",
+        limit: int = 500,
+        format: str = "json",  # noqa: A002
+    ) -> Response | list[dict]:
+        with _refused(ValueError):
+            if format == "csv":
+                headers = {"Content-Disposition": 'attachment; filename="audit.csv"'}
+                return Response(console.audit.csv(category, actor), 200, headers, "text/csv")
+            return console.audit.query(category, actor, limit)
+
+    @router.get("/analytics")
+    def analytics(days: int = 30) -> dict:
+        return {
+            "per_day": console.analytics.questions_per_day(days),
+            "per_user": console.analytics.questions_per_user(days),
+            "feedback": console.analytics.feedback(),
+        }
+
+    return router

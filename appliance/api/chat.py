@@ -1,0 +1,270 @@
+"""The HTTP API (FastAPI): login, conversations (list, read, rename, delete, regenerate),
+feedback, API keys, streamed chat turns, and the OpenAI-compatible ``/v1`` (``openai_rag``).
+
+(No ``from __future__ import annotations`` here: FastAPI must see the real dependency types.)
+
+A chat turn streams Server-Sent Events: one ``data: {json}`` line per event, each with a
+``type`` of ``retrieval``, ``delta``, ``done`` or ``error``, then ``data: [DONE]``.
+"""
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+
+from appliance.core.auth.api_keys import ApiKeyError
+from appliance.core.auth.principal import Principal
+from appliance.core.auth.service import AuthService
+from appliance.core.services.chat import (
+    ChatError,
+    ChatEvent,
+    ChatService,
+    DeltaEvent,
+    DoneEvent,
+    ErrorEvent,
+    RetrievalEvent,
+)
+from appliance.core.services.conversations import ConversationService
+from engine.base import Engine
+from engine.server.sse import ClosingStreamingResponse
+
+_STATUS = {
+    "empty": 400,
+    "too_long": 413,
+    "prompt_too_long": 413,
+    "not_found": 404,
+    "busy": 503,
+    "unavailable": 503,
+    "invalid": 400,
+    "invalid_request": 400,
+    "engine_error": 502,
+}
+
+
+class LoginBody(BaseModel):
+    username: str
+    password: str
+
+
+class ChatBody(BaseModel):
+    question: str
+    conversation_id: int | None = None
+    stream: bool = True
+
+
+class RenameBody(BaseModel):
+    title: str
+
+
+class FeedbackBody(BaseModel):
+    rating: int
+    comment: str | None = None
+
+
+class KeyBody(BaseModel):
+    name: str
+
+
+class RegenerateBody(BaseModel):
+    stream: bool = True
+
+
+def event_payload(event: ChatEvent) -> dict:
+    """The JSON shape of one chat event (shared by the API and tests)."""
+    if isinstance(event, RetrievalEvent):
+        return {
+            "type": "retrieval",
+            "citations": [asdict(c) for c in event.citations],
+            "retrieval_ms": round(event.retrieval_ms, 2),
+        }
+    if isinstance(event, DeltaEvent):
+        return {"type": "delta", "text": event.text}
+    if isinstance(event, DoneEvent):
+        return {
+            "type": "done",
+            "conversation_id": event.conversation_id,
+            "message_id": event.message_id,
+            "stats": {**asdict(event.stats), "retrieval_ms": round(event.retrieval_ms, 2)},
+        }
+    assert isinstance(event, ErrorEvent)
+    return {"type": "error", "kind": event.kind, "message": event.message}
+
+
+def _sse(events: Iterator[ChatEvent], gone: threading.Event) -> Iterator[str]:
+    """SSE lines for a turn; stops (cancelling generation) once the client has gone."""
+    try:
+        for event in events:
+            if gone.is_set():
+                return
+            yield f"data: {json.dumps(event_payload(event), ensure_ascii=False)}\n\n"
+    except Exception as exc:  # never cut a stream without telling the client why
+        payload = {"type": "error", "kind": "internal", "message": f"internal error: {exc}"}
+        yield f"data: {json.dumps(payload)}\n\n"
+    finally:
+        events.close()  # cancels the engine request if the turn did not finish
+    yield "data: [DONE]\n\n"
+
+
+def _error(exc: ChatError) -> HTTPException:
+    headers = {}
+    if exc.retry_after_s is not None:
+        headers["Retry-After"] = str(max(1, round(exc.retry_after_s)))
+    return HTTPException(
+        _STATUS.get(exc.kind, 500), {"kind": exc.kind, "message": str(exc)}, headers=headers
+    )
+
+
+def _turn_response(events: Iterator[ChatEvent], stream: bool) -> Response:
+    """A turn as SSE (``stream``), or as one JSON object once it has finished."""
+    if stream:
+        gone = threading.Event()
+        return ClosingStreamingResponse(_sse(events, gone), on_disconnect=gone.set)
+    payloads = [event_payload(e) for e in events]
+    answer = "".join(p["text"] for p in payloads if p["type"] == "delta")
+    result = {"answer": answer, "events": [p for p in payloads if p["type"] != "delta"]}
+    return JSONResponse(result, 200 if payloads[-1]["type"] == "done" else 502)
+
+
+def build_router(
+    auth: AuthService, chat: ChatService, engine: Engine, convs: ConversationService
+) -> APIRouter:
+    router = APIRouter()
+
+    def principal(authorization: Annotated[str | None, Header()] = None) -> Principal:
+        if not authorization or not authorization.lower().startswith("bearer "):
+            raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
+        found = auth.resolve(authorization.split(" ", 1)[1].strip())
+        if found is None:
+            raise HTTPException(401, "invalid or expired token", {"WWW-Authenticate": "Bearer"})
+        return found
+
+    User = Annotated[Principal, Depends(principal)]
+
+    @router.get("/health")
+    def health() -> JSONResponse:
+        ok = engine.health()
+        return JSONResponse(
+            {"status": "ok" if ok else "degraded", "engine": ok}, 200 if ok else 503
+        )
+
+    @router.post("/api/login")
+    def login(body: LoginBody) -> dict:
+        locked = auth.locked_for(body.username)
+        result = auth.login(body.username, body.password)
+        if result is None:
+            wait = max(locked, auth.locked_for(body.username))
+            if wait > 0:
+                raise HTTPException(
+                    429,
+                    f"too many failed logins; try again in {wait:.0f} s",
+                    {"Retry-After": str(max(1, round(wait)))},
+                )
+            raise HTTPException(401, "wrong username or password")
+        token, who = result
+        return {"token": token, "username": who.username, "role": who.role}
+
+    @router.post("/api/logout")
+    def logout(user: User, authorization: Annotated[str, Header()]) -> dict:
+        auth.logout(authorization.split(" ", 1)[1].strip())
+        return {"ok": True}
+
+    @router.get("/api/me")
+    def me(user: User) -> dict:
+        return {"username": user.username, "role": user.role}
+
+    @router.get("/api/conversations")
+    def conversations(user: User) -> list[dict]:
+        return chat.list_conversations(user)
+
+    @router.get("/api/conversations/{conversation_id}")
+    def conversation(conversation_id: int, user: User) -> dict:
+        try:
+            return {"id": conversation_id, "messages": chat.get_messages(user, conversation_id)}
+        except ChatError as exc:
+            raise _error(exc) from exc
+
+    @router.patch("/api/conversations/{conversation_id}")
+    def rename(conversation_id: int, body: RenameBody, user: User) -> dict:
+        try:
+            title = convs.rename(user, conversation_id, body.title)
+        except ChatError as exc:
+            raise _error(exc) from exc
+        return {"id": conversation_id, "title": title}
+
+    @router.delete("/api/conversations/{conversation_id}")
+    def delete(conversation_id: int, user: User) -> dict:
+        try:
+            convs.delete(user, conversation_id)
+        except ChatError as exc:
+            raise _error(exc) from exc
+        return {"ok": True}
+
+    @router.post("/api/conversations/{conversation_id}/regenerate", response_model=None)
+    def regenerate(
+        conversation_id: int, user: User, body: RegenerateBody | None = None
+    ) -> Response:
+        try:
+            events = convs.regenerate(user, conversation_id)
+        except ChatError as exc:
+            raise _error(exc) from exc
+        return _turn_response(events, body.stream if body else True)
+
+    @router.post("/api/messages/{message_id}/feedback")
+    def feedback(message_id: int, body: FeedbackBody, user: User) -> dict:
+        try:
+            convs.feedback(user, message_id, body.rating, body.comment)
+        except ChatError as exc:
+            raise _error(exc) from exc
+        return {"ok": True}
+
+    @router.post("/api/chat", response_model=None)
+    def ask(body: ChatBody, user: User) -> Response:
+        try:
+            events = convs.ask(user, body.question, body.conversation_id)
+        except ChatError as exc:
+            raise _error(exc) from exc
+        return _turn_response(events, body.stream)
+
+    @router.get("/api/keys")
+    def keys(user: User) -> list[dict]:
+        return [asdict(k) for k in auth.api_keys.list(user)]
+
+    @router.post("/api/keys")
+    def create_key(body: KeyBody, user: User) -> dict:
+        try:
+            key, info = auth.api_keys.create(user, body.name)
+        except ApiKeyError as exc:
+            raise HTTPException(400, str(exc)) from exc
+        return {"key": key, **asdict(info)}
+
+    @router.delete("/api/keys/{key_id}")
+    def revoke_key(key_id: int, user: User) -> dict:
+        try:
+            auth.api_keys.revoke(user, key_id)
+        except ApiKeyError as exc:
+            raise HTTPException(404, str(exc)) from exc
+        return {"ok": True}
+
+    return router
+
+
+def build_api(
+    auth: AuthService,
+    chat: ChatService,
+    engine: Engine,
+    conversations: ConversationService | None = None,
+) -> FastAPI:
+    """The API app: ``/api/*`` (bearer session tokens) and ``/v1/*`` (API keys)."""
+    from appliance.api.openai_rag import OpenAIError, build_openai_router, openai_error_handler
+
+    conversations = conversations or ConversationService(chat.db, chat)
+    app = FastAPI(title="RAG appliance", docs_url=None, redoc_url=None)
+    app.include_router(build_router(auth, chat, engine, conversations))
+    app.include_router(build_openai_router(auth, conversations, engine))
+    app.add_exception_handler(OpenAIError, openai_error_handler)
+    return app

@@ -1,0 +1,233 @@
+"""OpenAI-compatible ``/v1/chat/completions`` with RAG, for integrators.
+
+(No ``from __future__ import annotations`` here: FastAPI must see the real dependency types.)
+
+Auth is a per-user API key (``Authorization: Bearer sk-...``). The last ``user`` message is
+the question; retrieval, prompt assembly and storage are the chat page's (``ChatService``), so
+a call is a turn in one of the key owner's conversations:
+- the one named by the extra body field ``conversation_id``;
+- else, when the request carries earlier user/assistant messages (clients resend the whole
+  chat on every call), the owner's conversation with exactly those turns;
+- else a new one.
+Previous turns always come from the stored conversation, replayed byte-identically for the
+prefix cache (it holds the documents each turn was given, which the client never saw). Earlier
+messages that match no stored conversation start a new one, without that history, and the
+response says so in ``history``: ``"continued"``, ``"new"`` or ``"unmatched"``.
+Extra response fields: ``citations`` (numbered sources) and
+``conversation_id``; in a stream they ride on the first chunk (``citations``) and the last
+(``conversation_id`` and ``usage``). Errors use OpenAI's ``{"error": {...}}`` shape.
+"""
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict
+
+from appliance.core.auth.principal import Principal
+from appliance.core.auth.service import AuthService
+from appliance.core.services.chat import (
+    ChatError,
+    ChatEvent,
+    DeltaEvent,
+    DoneEvent,
+    ErrorEvent,
+    RetrievalEvent,
+)
+from appliance.core.services.conversations import ConversationService
+from engine.base import Engine, GenerationStats
+from engine.server.sse import DONE, ClosingStreamingResponse, sse
+
+MODEL_ID = "rag-appliance"
+_STATUS = {"empty": 400, "too_long": 400, "prompt_too_long": 400, "not_found": 404}
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class CompletionBody(BaseModel):
+    model_config = ConfigDict(extra="allow")  # temperature, max_tokens...: the admin's settings
+    model: str = MODEL_ID
+    messages: list[ChatMessage]
+    stream: bool = False
+    conversation_id: int | None = None
+
+
+class OpenAIError(HTTPException):
+    def __init__(self, status: int, message: str, kind: str, headers: dict | None = None) -> None:
+        super().__init__(status, message, headers)
+        self.kind = kind
+
+
+def _text(content: str | list[dict[str, Any]] | None) -> str:
+    if isinstance(content, list):  # content parts: keep the text ones
+        return "".join(p.get("text", "") for p in content if p.get("type") == "text")
+    return content or ""
+
+
+def question_of(messages: list[ChatMessage]) -> str:
+    """The last user message's text: the question this call asks."""
+    for m in reversed(messages):
+        if m.role == "user":
+            return _text(m.content)
+    raise OpenAIError(400, "messages must contain a user message", "invalid_request_error")
+
+
+def earlier_turns(messages: list[ChatMessage]) -> list[tuple[str, str]] | None:
+    """The (question, answer) pairs before the last user message; None when those messages
+    are not alternating user/assistant turns (system messages are skipped)."""
+    last = max(i for i, m in enumerate(messages) if m.role == "user")
+    chat = [m for m in messages[:last] if m.role != "system"]
+    if len(chat) % 2 or any(
+        m.role != ("user" if i % 2 == 0 else "assistant") for i, m in enumerate(chat)
+    ):
+        return None
+    pairs = zip(chat[::2], chat[1::2], strict=True)
+    return [(_text(q.content), _text(a.content)) for q, a in pairs]
+
+
+def usage(stats: GenerationStats) -> dict:
+    return {
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.completion_tokens,
+        "total_tokens": stats.prompt_tokens + stats.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": stats.cached_tokens},
+    }
+
+
+def _finish(stats: GenerationStats) -> str:
+    return "length" if stats.finish_reason == "length" else "stop"
+
+
+def _chat_error(exc: ChatError) -> OpenAIError:
+    status = _STATUS.get(exc.kind, 503)
+    headers = None
+    if exc.retry_after_s is not None:
+        headers = {"Retry-After": str(max(1, round(exc.retry_after_s)))}
+    kind = "invalid_request_error" if status < 500 else "engine_unavailable"
+    return OpenAIError(status, str(exc), kind, headers)
+
+
+def _stream(
+    events: Iterator[ChatEvent], rid: str, history: str, gone: threading.Event
+) -> Iterator[str]:
+    created = int(time.time())
+    base = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID}
+    try:
+        for event in events:
+            if gone.is_set():
+                return
+            if isinstance(event, RetrievalEvent):
+                delta = {"role": "assistant", "content": ""}
+                citations = [asdict(c) for c in event.citations]
+                choice = {"index": 0, "delta": delta, "finish_reason": None}
+                yield sse({**base, "choices": [choice], "citations": citations})
+            elif isinstance(event, DeltaEvent):
+                choice = {"index": 0, "delta": {"content": event.text}, "finish_reason": None}
+                yield sse({**base, "choices": [choice]})
+            elif isinstance(event, DoneEvent):
+                choice = {"index": 0, "delta": {}, "finish_reason": _finish(event.stats)}
+                yield sse(
+                    {
+                        **base,
+                        "choices": [choice],
+                        "usage": usage(event.stats),
+                        "conversation_id": event.conversation_id,
+                        "history": history,
+                    }
+                )
+            elif isinstance(event, ErrorEvent):
+                yield sse({"error": {"message": event.message, "type": event.kind}})
+    except Exception as exc:  # never cut a stream without telling the client why
+        yield sse({"error": {"message": f"internal error: {exc}", "type": "internal"}})
+    finally:
+        events.close()  # cancels generation if the client left mid-answer
+    yield DONE
+
+
+def _complete(events: Iterator[ChatEvent], rid: str, history: str) -> JSONResponse:
+    citations: list[dict] = []
+    for event in events:
+        if isinstance(event, RetrievalEvent):
+            citations = [asdict(c) for c in event.citations]
+        elif isinstance(event, ErrorEvent):
+            body = {"error": {"message": event.message, "type": event.kind}}
+            return JSONResponse(body, 503 if event.kind in ("busy", "unavailable") else 502)
+        elif isinstance(event, DoneEvent):
+            message = {"role": "assistant", "content": event.answer}
+            return JSONResponse(
+                {
+                    "id": rid,
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": MODEL_ID,
+                    "choices": [
+                        {"index": 0, "message": message, "finish_reason": _finish(event.stats)}
+                    ],
+                    "usage": usage(event.stats),
+                    "citations": citations,
+                    "conversation_id": event.conversation_id,
+                    "history": history,
+                }
+            )
+    return JSONResponse({"error": {"message": "no answer", "type": "internal"}}, 500)
+
+
+def build_openai_router(
+    auth: AuthService, conversations: ConversationService, engine: Engine
+) -> APIRouter:
+    router = APIRouter()
+
+    def key_owner(authorization: Annotated[str | None, Header()] = None) -> Principal:
+        if not authorization or not authorization.lower().startswith("bearer "):
+            raise OpenAIError(401, "missing API key (Authorization: Bearer sk-...)", "auth")
+        found = auth.api_keys.resolve(authorization.split(" ", 1)[1].strip())
+        if found is None:
+            raise OpenAIError(401, "invalid or revoked API key", "invalid_api_key")
+        return found
+
+    Owner = Annotated[Principal, Depends(key_owner)]
+
+    @router.get("/v1/models")
+    def models(owner: Owner) -> dict:
+        info = engine.info() if engine.health() else None
+        entry = {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "appliance"}
+        if info is not None:
+            entry["root"] = info.model
+        return {"object": "list", "data": [entry]}
+
+    @router.post("/v1/chat/completions", response_model=None)
+    def completions(body: CompletionBody, owner: Owner) -> Response:
+        question = question_of(body.messages)
+        conversation_id, history = body.conversation_id, "continued"
+        if conversation_id is None:
+            turns = earlier_turns(body.messages)
+            if turns:
+                conversation_id = conversations.find_by_history(owner, turns)
+            history = "new" if turns == [] else "continued" if conversation_id else "unmatched"
+        try:
+            events = conversations.ask(owner, question, conversation_id)
+        except ChatError as exc:
+            raise _chat_error(exc) from exc
+        rid = f"chatcmpl-{uuid.uuid4().hex}"
+        if body.stream:
+            gone = threading.Event()
+            stream = _stream(events, rid, history, gone)
+            return ClosingStreamingResponse(stream, on_disconnect=gone.set)
+        return _complete(events, rid, history)
+
+    return router
+
+
+async def openai_error_handler(request: Request, exc: OpenAIError) -> JSONResponse:  # noqa: ARG001
+    """OpenAI's error shape, which its clients parse into their exceptions."""
+    body = {"error": {"message": exc.detail, "type": exc.kind, "code": exc.status_code}}
+    return JSONResponse(body, exc.status_code, headers=exc.headers)

@@ -1,0 +1,209 @@
+"""Replaying a workload through an ordering strategy, the way the chat service lays out turns.
+
+Each turn: the shadow keys of the system prompt and the earlier turns
+(``rag.prompt_keys.shadow_prefix``, as the chat service builds them); only chunks new to the
+conversation, ordered by the strategy (offered the turn's candidates beyond the top-k that are
+new too: strategies that take cache riders may send some along); numbered, rendered and hinted
+by ``rag.prompt``; then sent to a backend, which answers with what it served (``Served``); the
+ordering observes the outcome. Backends: the token-level radix simulator, or the embedded
+engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from appliance.bench.ordering.radix import RadixLRU
+from appliance.bench.ordering.workload import Turn, Workload
+from rag.ordering import ContextOrdering, riders_in
+from rag.prompt import build_messages, number_chunks, render_user_turn
+from rag.prompt_keys import RenderedTurn, answer_key, shadow_prefix, tail_key
+
+Messages = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a backend did with one request."""
+
+    prompt_tokens: int
+    cached_tokens: int
+    ttft_s: float = 0.0
+    # tokens of the answer the backend holds in its cache after the prompt (an engine caches
+    # what it generated; 0 when the replayed answer was never generated there)
+    answer_tokens: int = 0
+
+
+# (messages of the request, the answer to append to the conversation) -> what was served
+Backend = Callable[[Messages, str], Served]
+
+
+RIDERS = "prefix+rider"  # the label of ``prefix`` with cache riders
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One row of the benchmark: a strategy, and at most how many cache riders it may take per
+    turn (None: as many candidates as a turn has; strategies without riders ignore them)."""
+
+    label: str
+    strategy: str
+    riders: int | None = None
+
+    @classmethod
+    def of(cls, item: str | Variant) -> Variant:
+        return item if isinstance(item, Variant) else cls(item, item)
+
+
+@dataclass
+class Outcome:
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    ttfts: list[float] = field(default_factory=list)
+    first_turn: list[bool] = field(default_factory=list)  # per request: a session's first turn
+    prefills: list[int] = field(default_factory=list)  # per request: tokens not from the cache
+    requests: int = 0
+    riders: int = 0  # cache riders sent (candidate chunks beyond the top-k)
+
+    @property
+    def prefill_tokens(self) -> int:
+        return self.prompt_tokens - self.cached_tokens
+
+    @property
+    def first_turn_prefill(self) -> int:
+        """Prefill of first turns: the only documents that can be shared across conversations."""
+        return sum(p for p, first in zip(self.prefills, self.first_turn, strict=True) if first)
+
+    def ttfts_of(self, first: bool) -> list[float]:
+        """TTFTs of first turns (``first``) or of follow-ups."""
+        return [t for t, f in zip(self.ttfts, self.first_turn, strict=True) if f == first]
+
+    @property
+    def hit_ratio(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+@dataclass
+class _Conversation:
+    history: list[tuple[str, str]] = field(default_factory=list)
+    known: dict[int, int] = field(default_factory=dict)
+    turns: list[RenderedTurn] = field(default_factory=list)
+
+
+class Replayer:
+    """One strategy's side of a replay: its conversations so far, and the outcome."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        ordering: ContextOrdering,
+        strategy: str,
+        backend: Backend,
+        riders: int | None = None,
+        page_tokens: int = 1,
+    ) -> None:
+        """``riders``: at most this many cache riders per turn (None: as many candidates as a
+        turn has; 0: none). ``page_tokens``: the backend's cache granularity (told to the
+        ordering with each report, as the chat service does)."""
+        self.system = workload.system_prompt
+        self.ordering, self.strategy, self.backend = ordering, strategy, backend
+        self.riders = riders
+        self.page_tokens = page_tokens
+        self.conversations: dict[int, _Conversation] = {}
+        self.outcome = Outcome()
+
+    def play(self, turn: Turn) -> None:
+        conv = self.conversations.setdefault(turn.session, _Conversation())
+        prefix = shadow_prefix(self.system, conv.turns)
+        fresh = [c for c in turn.retrieved if c.chunk_id not in conv.known]
+        offered = [c for c in turn.candidates if c.chunk_id not in conv.known]
+        ordered = self.ordering.order(self.strategy, fresh, prefix, offered, self.riders)
+        riders = riders_in(ordered, offered)
+        new, citations = number_chunks(ordered, conv.known, turn.retrieved, riders)
+        user_turn = render_user_turn(turn.question, new, citations)
+        messages = build_messages(self.system, conv.history, user_turn)
+        served = self.backend(messages, turn.answer)
+        sent = tuple(c.chunk_id for _n, c in new)
+        self.ordering.observe(
+            prefix,
+            sent,
+            served.prompt_tokens,
+            served.cached_tokens,
+            self.page_tokens,
+            tail=tail_key(user_turn),
+            # an answer the backend never generated is not in its cache: not to be followed
+            answer=answer_key(turn.answer) if served.answer_tokens else None,
+            completion_tokens=served.answer_tokens + 1,
+        )
+        conv.history += [("user", user_turn), ("assistant", turn.answer)]
+        conv.known.update((c.chunk_id, c.number) for c in citations)
+        conv.turns.append(RenderedTurn(sent, user_turn, turn.answer))
+        out = self.outcome
+        out.prompt_tokens += served.prompt_tokens
+        out.cached_tokens += served.cached_tokens
+        out.ttfts.append(served.ttft_s)
+        out.prefills.append(served.prompt_tokens - served.cached_tokens)
+        out.first_turn.append(turn.turn == 0)
+        out.requests += 1
+        out.riders += len(riders)
+
+
+def replay(
+    workload: Workload,
+    turns: Sequence[Turn],
+    ordering: ContextOrdering,
+    strategy: str,
+    backend: Backend,
+    riders: int | None = None,
+    page_tokens: int = 1,
+) -> Outcome:
+    """Play ``turns`` in order through one strategy and backend."""
+    player = Replayer(workload, ordering, strategy, backend, riders, page_tokens)
+    for turn in turns:
+        player.play(turn)
+    return player.outcome
+
+
+class PieceTokenizer:
+    """Token ids of a chat, built from memoised pieces (each message split at blank lines), so
+    equal text always gives equal ids and a long replay tokenises each piece once."""
+
+    def __init__(self, encode: Callable[[str], list[int]]) -> None:
+        self._encode = encode
+        self._memo: dict[str, tuple[int, ...]] = {}
+
+    def piece(self, text: str) -> tuple[int, ...]:
+        ids = self._memo.get(text)
+        if ids is None:
+            ids = self._memo[text] = tuple(self._encode(text))
+        return ids
+
+    def message(self, role: str, text: str) -> list[int]:
+        ids = list(self.piece(f"<|im_start|>{role}\n"))
+        for i, part in enumerate(text.split("\n\n")):
+            if i:
+                ids += self.piece("\n\n")
+            ids += self.piece(part)
+        ids += self.piece("<|im_end|>\n")
+        return ids
+
+    def chat(self, messages: Messages) -> list[int]:
+        ids: list[int] = []
+        for role, text in messages:
+            ids += self.message(role, text)
+        return ids + list(self.piece("<|im_start|>assistant\n"))
+
+
+def simulator_backend(cache: RadixLRU, tokens: PieceTokenizer) -> Backend:
+    """The radix simulator as a backend: match like the engine (all but the last prompt token),
+    then cache the prompt and the answer, as the engine does when a request finishes."""
+
+    def serve(messages: Messages, answer: str) -> Served:
+        ids = tokens.chat(messages)
+        cached = cache.match(ids[:-1])
+        generated = tokens.piece(answer)
+        cache.insert(ids + list(generated))
+        return Served(len(ids), cached, 0.0, len(generated))
+
+    return serve

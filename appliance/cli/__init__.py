@@ -1,0 +1,1 @@
+"""The ``appliance`` command (``main``) and its backup/restore group (``ops``)."""

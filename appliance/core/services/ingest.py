@@ -1,0 +1,191 @@
+"""Ingestion: files to parsed sections, chunks, DB rows and vectors, one file at a time.
+
+Each file either fully lands (document, chunks and vectors) or leaves nothing behind, and one
+bad file never stops the rest of a batch: its error is reported per file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from appliance.core.db.models import AuditEvent, Chunk, Document, IngestionRun
+from appliance.core.db.session import Database
+from appliance.core.services.knowledge import KnowledgeBase, embedding_text
+from rag.chunking import TokenCounter, chunk_sections
+from rag.parsers import SUPPORTED_SUFFIXES, ParseError, parse_file
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    name: str
+    status: str  # indexed | updated | duplicate | error
+    document_id: int | None = None
+    chunks: int = 0
+    error: str = ""
+
+
+# IngestResult.status -> IngestionRun.status
+RUN_STATUS = {
+    "indexed": "indexed",
+    "updated": "updated",
+    "duplicate": "unchanged",
+    "error": "failed",
+}
+
+
+def files_in(folder: Path) -> list[Path]:
+    """The files under ``folder`` with a supported type, in a stable order."""
+    return sorted(
+        p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES
+    )
+
+
+class IngestService:
+    def __init__(
+        self,
+        db: Database,
+        knowledge: KnowledgeBase,
+        count_tokens: TokenCounter,
+        chunk_tokens: int,
+        overlap_tokens: int,
+        max_bytes: int,
+    ) -> None:
+        self.db = db
+        self.knowledge = knowledge
+        self.count_tokens = count_tokens
+        self.chunk_tokens = chunk_tokens
+        self.overlap_tokens = overlap_tokens
+        self.max_bytes = max_bytes
+
+    def ingest_bytes(
+        self, name: str, data: bytes, collection: str = "default", actor: str = "system"
+    ) -> IngestResult:
+        """Ingest one file; every attempt is recorded as an ``IngestionRun`` row."""
+        started = time.perf_counter()
+        result = self._ingest_bytes(name, data, collection, actor)
+        with self.db.session() as s:
+            s.add(
+                IngestionRun(
+                    actor=actor[:64],
+                    filename=name[:300],
+                    collection=collection[:64],
+                    status=RUN_STATUS.get(result.status, result.status)[:16],
+                    document_id=result.document_id,
+                    chunks=result.chunks,
+                    size_bytes=len(data),
+                    duration_ms=(time.perf_counter() - started) * 1000,
+                    error=result.error or None,
+                )
+            )
+        return result
+
+    def _ingest_bytes(self, name: str, data: bytes, collection: str, actor: str) -> IngestResult:
+        if len(data) > self.max_bytes:
+            mb = self.max_bytes // (1024 * 1024)
+            return IngestResult(name, "error", error=f"file is larger than the {mb} MB limit")
+        try:
+            parsed = parse_file(name, data)
+        except ParseError as exc:
+            return IngestResult(name, "error", error=str(exc))
+        digest = hashlib.sha256(data).hexdigest()
+        drafts = chunk_sections(
+            parsed.sections, self.count_tokens, self.chunk_tokens, self.overlap_tokens
+        )
+        if not drafts:
+            return IngestResult(name, "error", error="no text found in the file")
+        with self.db.session() as s:
+            existing = s.scalar(
+                select(Document).where(Document.collection == collection, Document.sha256 == digest)
+            )
+            if existing is not None:
+                return IngestResult(name, "duplicate", document_id=existing.id)
+            # a new version of a document already here: it replaces the old one once indexed
+            previous = s.scalars(
+                select(Document.id).where(
+                    Document.collection == collection, Document.source_path == name
+                )
+            ).all()
+            doc = Document(
+                collection=collection,
+                title=parsed.title,
+                source_path=name,
+                mime=parsed.mime,
+                sha256=digest,
+                size_bytes=len(data),
+            )
+            doc.chunks = [
+                Chunk(
+                    ordinal=d.ordinal,
+                    section=d.section,
+                    page=d.page,
+                    text=d.text,
+                    token_count=d.token_count,
+                )
+                for d in drafts
+            ]
+            s.add(doc)
+            s.add(AuditEvent(actor=actor, action="document.add", detail={"name": name}))
+            s.flush()
+            ids = [c.id for c in doc.chunks]
+            texts = [embedding_text(doc.title, c.section, c.text) for c in doc.chunks]
+            doc_id = doc.id
+        # committed: now the vectors. If embedding fails the document is taken out again; if
+        # the process dies here, KnowledgeBase.reconcile() adds the vectors on the next start.
+        try:
+            self.knowledge.add_chunks(ids, texts, collection)
+        except Exception as exc:
+            with self.db.session() as s:
+                s.delete(s.get(Document, doc_id))
+            return IngestResult(name, "error", error=f"indexing failed: {exc}")
+        for old in previous:
+            self.delete_document(old, actor=actor)
+        status = "updated" if previous else "indexed"
+        return IngestResult(name, status, document_id=doc_id, chunks=len(ids))
+
+    def delete_document(self, document_id: int, actor: str = "system") -> bool:
+        """Remove a document, its chunks and their index entries; False if there was none."""
+        with self.db.session() as s:
+            doc = s.get(Document, document_id)
+            if doc is None:
+                return False
+            chunk_ids = [c.id for c in doc.chunks]
+            s.delete(doc)
+            s.add(
+                AuditEvent(actor=actor, action="document.delete", detail={"name": doc.source_path})
+            )
+        # committed: now the indexes (reconcile() finishes this if the process dies here)
+        self.knowledge.remove_chunks(chunk_ids)
+        return True
+
+    def ingest_paths(
+        self,
+        paths: Iterable[Path],
+        collection: str = "default",
+        actor: str = "system",
+        progress: Callable[[IngestResult], None] | None = None,
+    ) -> list[IngestResult]:
+        results = []
+        for path in paths:
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                result = IngestResult(path.name, "error", error=f"cannot read: {exc.strerror}")
+            else:
+                result = self.ingest_bytes(path.name, data, collection, actor)
+            results.append(result)
+            if progress:
+                progress(result)
+        return results
+
+    def ingest_folder(self, folder: Path, **kwargs) -> list[IngestResult]:  # noqa: ANN003
+        return self.ingest_paths(files_in(folder), **kwargs)
+
+    def document_count(self) -> int:
+        with self.db.session() as s:
+            return s.scalar(select(func.count(Document.id))) or 0

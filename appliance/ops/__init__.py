@@ -1,0 +1,1 @@
+"""Operations tools: backup and restore (``backup``) and the installation doctor (``doctor``)."""

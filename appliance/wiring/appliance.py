@@ -1,0 +1,165 @@
+"""The composition root's first half: ``build_appliance(config)`` starts the core in order
+(database, auth, engine, index, ingest, ordering, settings, chat). ``wiring.web`` serves it.
+
+Nothing happens at import; everything starts here, in order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from appliance.core.auth.service import AuthService, LoginThrottle, generate_password
+from appliance.core.config import SAMPLE_CORPUS, AppConfig, ConfigError
+from appliance.core.db.session import Database
+from appliance.core.metrics import AppMetrics
+from appliance.core.services.admin import AdminConsole, build_admin
+from appliance.core.services.chat import ChatService
+from appliance.core.services.ingest import IngestService
+from appliance.core.services.knowledge import KnowledgeBase
+from appliance.core.services.settings import ChatSettings, SettingsService
+from engine.base import Engine
+from rag.embeddings import Embedder
+from rag.ordering import ContextOrdering, default_ordering
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Appliance:
+    config: AppConfig
+    db: Database
+    auth: AuthService
+    engine: Engine
+    knowledge: KnowledgeBase
+    ingest: IngestService
+    settings: SettingsService
+    ordering: ContextOrdering
+    chat: ChatService
+    first_admin_password: str | None = None
+    # stopped by close(), before the engine and the database (e.g. the admin metrics sampler)
+    on_close: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for stop in self.on_close:
+            stop()
+        self.engine.close()
+        self.db.dispose()
+
+
+def build_engine(config: AppConfig) -> Engine:
+    """The SGLang client (any profile) or the embedded CPU engine (profile 'cpu' only)."""
+    e = config.engine
+    if e.backend == "sglang":
+        from engine.sglang.client import SGLangEngine
+
+        return SGLangEngine(
+            e.sglang_url,
+            timeout_s=e.request_timeout_s,
+            tokenizer=e.model_path or None,
+            profile=config.profile,
+        )
+    if config.profile != "cpu" or e.backend != "embedded":
+        raise ConfigError(
+            f"config error: profile {config.profile!r} with engine.backend "
+            f"{e.backend!r} is not yet supported; use the 'sglang' backend on a GPU "
+            "profile, or profile 'cpu' with the 'embedded' backend"
+        )
+    from engine.embedded.engine import EmbeddedEngine
+    from engine.embedded.model_store import resolve_model_dir
+    from engine.embedded.omp import run_in_own_thread
+
+    # a first start converts the bundled model: OpenMP work, kept off this thread (omp.py)
+    model_dir = run_in_own_thread(lambda: resolve_model_dir(e.model_path, config.paths.models_dir))
+    return EmbeddedEngine(
+        model_dir,
+        dtype=e.dtype,
+        kv_budget_tokens=e.kv_budget_tokens,
+        max_queue=e.max_queue,
+        max_running=e.max_running_requests,
+        threads=e.threads,
+        profile=config.profile,
+        native_attention=e.native_attention,
+        kernel_dir=config.paths.kernels_dir,
+    )
+
+
+def open_database(config: AppConfig) -> Database:
+    config.paths.data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(config.database_url, echo=config.database.echo)
+    db.migrate()
+    return db
+
+
+def bootstrap_admin(config: AppConfig, auth: AuthService) -> str | None:
+    """Create the first admin with a generated password; return it (to show once) or None."""
+    if auth.has_admin():
+        return None
+    password = generate_password()
+    auth.create_user(config.bootstrap.admin_username, password, role="admin")
+    return password
+
+
+def build_appliance(
+    config: AppConfig, engine: Engine | None = None, embedder: Embedder | None = None
+) -> Appliance:
+    """Start every part in order. ``engine`` and ``embedder`` let tests share loaded models."""
+    db = open_database(config)
+    sec = config.security
+    throttle = LoginThrottle(sec.login_max_failures, sec.login_window_s, sec.login_lockout_s)
+    auth = AuthService(db, sec.session_ttl_hours, throttle)
+    password = bootstrap_admin(config, auth)
+    engine = engine or build_engine(config)
+    embedder = embedder or Embedder(config.rag.embedding_model_path)
+    knowledge = KnowledgeBase(db, embedder, config.paths.index_dir)
+    added, removed = knowledge.reconcile()
+    if added or removed:
+        log.info("index reconciled with the database: %d added, %d removed", added, removed)
+    ingest = IngestService(
+        db,
+        knowledge,
+        engine.count_tokens,
+        config.rag.chunk_tokens,
+        config.rag.chunk_overlap_tokens,
+        config.rag.max_upload_mb * 1024 * 1024,
+    )
+    if config.bootstrap.ingest_sample_corpus and ingest.document_count() == 0:
+        results = ingest.ingest_folder(SAMPLE_CORPUS)
+        log.info("sample corpus: %d documents indexed", sum(r.status == "indexed" for r in results))
+    # the shadow models one cache: the engine's, or (multi-node) the workers' behind the
+    # gateway, whose cache-aware routing keeps each shared prefix on one worker
+    workers = max(1, len(config.engine.sglang_worker_urls))
+    ordering = default_ordering(config.engine.kv_budget_tokens * workers)
+    if config.rag.ordering not in ordering.names():
+        raise ConfigError(
+            f"config error: rag.ordering: {config.rag.ordering!r} is not available here; "
+            f"choose one of {', '.join(ordering.names())}"
+        )
+    settings = SettingsService(
+        db,
+        ChatSettings(
+            system_prompt=config.chat.system_prompt,
+            top_k=config.rag.top_k,
+            ordering=config.rag.ordering,
+            riders=config.rag.riders,
+            temperature=config.chat.temperature,
+            max_new_tokens=config.engine.max_new_tokens,
+        ),
+        strategies=ordering.names(),
+        max_new_tokens_cap=8192,
+    )
+    chat = ChatService(
+        db, knowledge, engine, config.chat, settings, ordering, metrics=AppMetrics(engine)
+    )
+    return Appliance(
+        config, db, auth, engine, knowledge, ingest, settings, ordering, chat, password
+    )
+
+
+def build_console(appliance: Appliance, sample_interval_s: float = 5.0) -> AdminConsole:
+    """The admin console's services over a built appliance (its sampler not yet started)."""
+    a = appliance
+    return build_admin(
+        a.config, a.db, a.auth, a.engine, a.knowledge, a.ingest, a.settings, sample_interval_s
+    )

@@ -1,0 +1,143 @@
+"""``appliance bench ordering``: the --quick run prints its tables; the QA scoring runs on the
+real engine over the sample corpus."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from support.paths import REPO
+
+from appliance.bench.ordering.engine import qa_items, qa_run
+
+
+def test_bench_ordering_quick_prints_its_tables(model_dir: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("APPLIANCE_")}
+    env["APPLIANCE_ENGINE__MODEL_PATH"] = str(model_dir)
+    env["APPLIANCE_PATHS__DATA_DIR"] = str(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "appliance.cli", "bench", "ordering", "--quick"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=True,
+    ).stdout
+    assert "| capacity | strategy" in out and "| 8,000    | prefix" in out
+    for name in ("relevance", "doc_id", "prefix"):
+        assert f"| {name} " in out
+    assert "| strategy     | hit ratio | prefill tokens | TTFT p50" in out
+    assert "| hit ratio >= 0.74 (prefix)" in out and "TTFT p50 <= 0.6 x relevance" in out
+    # the cache-granularity table: whole pages never reuse more than every token does
+    row = next(
+        line
+        for line in out.splitlines()
+        if line.startswith("| prefix ") and "page" not in line and line.count("|") == 7
+    )
+    hits = [float(x) for x in row.split("|")[2:5]]
+    assert "| hit, page 1 | hit, page 16 | hit, page 128" in out
+    assert hits[0] >= hits[1] >= hits[2]
+
+
+def test_qa_scoring_counts_citations_of_the_gold_chunk(appliance, engine) -> None:  # noqa: ANN001
+    items = qa_items(2)
+    retrieved = [appliance.knowledge.retrieve(i["question"], 4)[0] for i in items]
+    system = appliance.config.chat.system_prompt
+    quality = qa_run(engine, items, retrieved, system, ["relevance", "prefix"], 16384, 8)
+    for q in quality.values():
+        assert q.questions == 2 and q.retrieved == 2  # both gold chunks are retrieved
+        assert 0 <= q.hits <= q.grounded <= q.retrieved and 0.0 <= q.grounded_score <= 100.0
+
+
+def test_workload_candidates_rank_beyond_the_top_k_without_changing_it() -> None:
+    from appliance.bench.ordering.workload import make_workload
+
+    plain = make_workload(60, candidates=0, seed=3)
+    riders = make_workload(60, candidates=4, seed=3)
+    # the candidates have their own random stream: the rest of the workload is unchanged
+    assert [t.retrieved for t in plain.turns] == [t.retrieved for t in riders.turns]
+    assert all(not t.candidates for t in plain.turns)
+    on_topic = total = 0
+    for t in riders.turns:
+        required = {c.chunk_id for c in t.retrieved}
+        ranked = [c.chunk_id for c in t.candidates]
+        assert len(ranked) == 4 and len(set(ranked)) == 4 and not required & set(ranked)
+        scores = [c.score for c in (*t.retrieved, *t.candidates)]
+        assert scores == sorted(scores, reverse=True)  # ranks continue after the top-k
+        topic = t.retrieved[0].document_id
+        on_topic += sum(c.document_id == topic for c in t.candidates)
+        total += len(ranked)
+    assert 0.7 < on_topic / total < 1.0  # mostly the same topic, a share from others
+
+
+def test_replay_with_riders_keeps_conversations_append_only(engine) -> None:  # noqa: ANN001
+    from appliance.bench.ordering.radix import RadixLRU
+    from appliance.bench.ordering.replay import PieceTokenizer, Replayer, simulator_backend
+    from appliance.bench.ordering.workload import make_workload
+    from rag.ordering import default_ordering
+
+    workload = make_workload(40, topics=4, chunk_words=20, system_words=40, answer_words=8)
+    pieces = PieceTokenizer(engine.encode)
+    serve = simulator_backend(RadixLRU(10**6), pieces)
+    sent: list[list[int]] = []
+
+    def backend(messages, answer):  # noqa: ANN001, ANN202
+        sent.append(pieces.chat(messages) + list(pieces.piece(answer)))
+        return serve(messages, answer)
+
+    player = Replayer(workload, default_ordering(10**6), "prefix", backend, riders=2)
+    last: dict[int, list[int]] = {}
+    for turn in workload.turns:
+        player.play(turn)
+        ids = sent[-1]
+        if turn.session in last:  # the turn extends the previous prompt and answer, verbatim
+            assert ids[: len(last[turn.session])] == last[turn.session]
+        last[turn.session] = ids
+        known = player.conversations[turn.session].known
+        assert all(c.chunk_id in known for c in turn.retrieved)  # required: always there
+    assert 0 < player.outcome.riders <= 2 * player.outcome.requests
+
+
+def test_the_prefill_target_names_every_capacity_that_misses_it() -> None:
+    from appliance.bench.ordering.replay import RIDERS
+    from appliance.bench.ordering.sim import simulator_targets
+
+    ours = {
+        "prefix": [(16_000, 0.97, 0.42), (64_000, 0.95, 0.78)],
+        RIDERS: [(16_000, 0.96, 0.44), (64_000, 0.87, 0.82)],
+    }
+    rows = {target: (measured, met) for target, measured, met in simulator_targets(ours)}
+    assert rows["prefill <= 0.9 x contextpilot, every capacity"] == (
+        "0.970 / 0.950",
+        "NO (at 16,000, 64,000)",
+    )
+    assert rows[f"prefill <= 0.9 x contextpilot, every capacity ({RIDERS})"] == (
+        "0.960 / 0.870",
+        "NO (at 16,000)",
+    )
+    assert rows[f"hit ratio >= 0.74 ({RIDERS})"] == ("best 0.820", "yes")
+    # without ContextPilot installed there is nothing to compare with
+    assert ("prefill <= 0.9 x contextpilot", "not installed", "-") in simulator_targets(
+        {"prefix": [(16_000, 0.0, 0.4)]}
+    )
+
+
+def test_the_engine_slice_holds_each_answer_as_if_it_had_generated_it(engine) -> None:  # noqa: ANN001
+    import uuid
+
+    from appliance.bench.ordering.engine import engine_backend
+
+    serve = engine_backend(engine)
+    system = f"Policy {uuid.uuid4().hex}: answer from the documents. " * 8
+    first = (("system", system), ("user", "Documents: [1] VPN resets are self-service."))
+    answer = "Reset it on the portal [1]."
+    served = serve(first, answer)
+    assert served.cached_tokens < served.prompt_tokens // 2  # a new prompt
+    assert served.answer_tokens == engine.count_tokens(answer)
+    # the next turn reuses the first prompt and the answer, as it would after a real answer
+    follow = (*first, ("assistant", answer), ("user", "And on my phone?"))
+    again = serve(follow, "The same way [1].")
+    assert again.cached_tokens >= served.prompt_tokens + served.answer_tokens - 1

@@ -1,0 +1,196 @@
+"""A chat turn through the real services: retrieval over the sample corpus, the embedded
+engine, storage; append-only conversations; ownership; errors that lose nothing."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+from appliance.core.config import SAMPLE_CORPUS
+from appliance.core.db.models import Document, Message
+from appliance.core.services.chat import (
+    ChatError,
+    ChatService,
+    DeltaEvent,
+    DoneEvent,
+    ErrorEvent,
+    RetrievalEvent,
+)
+from engine.base import EngineBusy
+
+
+def ask(appliance, user, question: str, conv: int | None = None) -> list:  # noqa: ANN001
+    return list(appliance.chat.ask(user, question, conv))
+
+
+@pytest.fixture(scope="module")
+def staff(appliance):  # noqa: ANN001, ANN201
+    return appliance.auth.create_user("staff-chat", "password-123", role="staff")
+
+
+def test_sample_corpus_is_ingested_on_first_start(appliance) -> None:  # noqa: ANN001
+    corpus = SAMPLE_CORPUS
+    files = [p for p in corpus.iterdir() if p.suffix in (".md", ".txt")]
+    assert 8 <= len(files) <= 12
+    # other test modules add documents to the shared appliance: look for the sample files
+    with appliance.db.session() as s:
+        names = set(s.scalars(select(Document.source_path)))
+    assert {p.name for p in files} <= names
+    assert appliance.knowledge.index.size > 50
+
+
+def test_a_turn_streams_cites_and_is_stored(appliance, staff) -> None:  # noqa: ANN001
+    events = ask(appliance, staff, "How do I reset my VPN password?")
+    assert isinstance(events[0], RetrievalEvent)
+    assert events[0].citations[0].source == "it-vpn-access.md"
+    assert any(isinstance(e, DeltaEvent) and e.text for e in events)
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.answer == "".join(e.text for e in events if isinstance(e, DeltaEvent))
+    assert done.stats.prompt_tokens > 0
+    messages = appliance.chat.get_messages(staff, done.conversation_id)
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[1]["content"] == done.answer
+    assert messages[1]["prompt_tokens"] == done.stats.prompt_tokens
+    assert messages[1]["citations"][0]["source"] == "it-vpn-access.md"
+
+
+def test_follow_up_turn_is_append_only_and_hits_the_cache(appliance, staff) -> None:  # noqa: ANN001
+    first = ask(appliance, staff, "How many days of annual leave do I get?")[-1]
+    conv = first.conversation_id
+    second_events = ask(appliance, staff, "How do I request leave in the portal?", conv)
+    second = second_events[-1]
+    assert isinstance(second, DoneEvent) and second.conversation_id == conv
+    # turn 2's prompt starts with turn 1's prompt and answer, token for token
+    engine = appliance.engine
+    turn1 = engine.encode(engine.render_chat(_messages_of(appliance, staff, conv, upto=1)))
+    turn2 = engine.encode(engine.render_chat(_messages_of(appliance, staff, conv, upto=2)))
+    answer1 = engine.encode(first.answer)
+    assert turn2[: len(turn1)] == turn1
+    assert second.stats.cached_tokens >= len(turn1) - 1
+    assert second.stats.cached_tokens < second.stats.prompt_tokens
+    assert len(answer1) > 0
+    # chunks already in the conversation are not repeated: numbers continue
+    numbers = [c.number for c in second_events[0].citations]
+    assert len(set(numbers)) == len(numbers)
+
+
+def _messages_of(appliance, user, conv: int, upto: int) -> tuple:  # noqa: ANN001
+    """The prompt messages of turn ``upto`` (1-based), rebuilt from what was stored."""
+    from rag.prompt import build_messages
+
+    stored = appliance.chat.get_messages(user, conv)
+    with appliance.db.session() as s:
+        prompt_texts = [
+            m.prompt_text
+            for m in s.scalars(select(Message).where(Message.conversation_id == conv))
+            if m.role == "user"
+        ]
+    history = []
+    for i in range(upto - 1):
+        history += [("user", prompt_texts[i]), ("assistant", stored[2 * i + 1]["content"])]
+    return build_messages(appliance.config.chat.system_prompt, history, prompt_texts[upto - 1])
+
+
+def test_users_see_only_their_own_conversations(appliance, staff) -> None:  # noqa: ANN001
+    done = ask(appliance, staff, "What is the phishing report address?")[-1]
+    other = appliance.auth.create_user("other-staff", "password-456")
+    assert done.conversation_id not in [c["id"] for c in appliance.chat.list_conversations(other)]
+    with pytest.raises(ChatError) as err:
+        appliance.chat.get_messages(other, done.conversation_id)
+    assert err.value.kind == "not_found"
+    with pytest.raises(ChatError):
+        appliance.chat.ask(other, "continue", done.conversation_id)
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"), [("", "empty"), ("   ", "empty"), ("x" * 5000, "too_long")]
+)
+def test_bad_questions_are_refused_before_any_work(appliance, staff, question, kind) -> None:  # noqa: ANN001
+    with pytest.raises(ChatError) as err:
+        appliance.chat.ask(staff, question)
+    assert err.value.kind == kind
+
+
+class _BusyEngine:
+    """Wraps the real engine but refuses work, as a full queue does."""
+
+    def __init__(self, real) -> None:  # noqa: ANN001
+        self.real = real
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self.real, name)
+
+    def generate(self, request):  # noqa: ANN001, ANN201
+        raise EngineBusy("engine busy: 16 requests already waiting", retry_after_s=3)
+
+
+class _DyingEngine(_BusyEngine):
+    """Streams one delta from the real engine, then fails as a crashed engine would."""
+
+    def generate(self, request):  # noqa: ANN001, ANN201
+        from engine.base import EngineError
+
+        stream = self.real.generate(request)
+
+        def gen():  # noqa: ANN202
+            yield next(stream)
+            stream.close()
+            raise EngineError("engine process exited")
+
+        return gen()
+
+
+def _count_messages(appliance) -> int:  # noqa: ANN001
+    with appliance.db.session() as s:
+        return s.scalar(select(func.count(Message.id)))
+
+
+def test_busy_engine_gives_a_clear_error_and_stores_nothing(appliance, staff) -> None:  # noqa: ANN001
+    chat = ChatService(
+        appliance.db,
+        appliance.knowledge,
+        _BusyEngine(appliance.engine),
+        appliance.config.chat,
+        appliance.settings,
+        appliance.ordering,
+    )
+    before = _count_messages(appliance)
+    with pytest.raises(ChatError) as err:
+        chat.ask(staff, "How do I reset my VPN password?")
+    assert err.value.kind == "busy" and err.value.retry_after_s == 3
+    assert _count_messages(appliance) == before
+
+
+def test_engine_dying_mid_answer_reports_it_and_stores_no_half_turn(appliance, staff) -> None:  # noqa: ANN001
+    chat = ChatService(
+        appliance.db,
+        appliance.knowledge,
+        _DyingEngine(appliance.engine),
+        appliance.config.chat,
+        appliance.settings,
+        appliance.ordering,
+    )
+    before = _count_messages(appliance)
+    events = list(chat.ask(staff, "Where is the helpdesk?"))
+    assert isinstance(events[-1], ErrorEvent)
+    assert "engine process exited" in events[-1].message
+    assert _count_messages(appliance) == before
+
+
+def test_admin_settings_apply_to_the_next_turn(appliance, staff) -> None:  # noqa: ANN001
+    before = appliance.settings.current()
+    try:
+        appliance.settings.update("admin", {"top_k": 2, "ordering": "doc_id", "max_new_tokens": 4})
+        events = ask(appliance, staff, "Who approves travel expenses?")
+        done = events[-1]
+        assert isinstance(done, DoneEvent)
+        assert len(events[0].citations) == 2
+        assert done.stats.completion_tokens <= 4
+        [_, reply] = appliance.chat.get_messages(staff, done.conversation_id)
+        with appliance.db.session() as s:
+            assert s.get(Message, reply["id"]).ordering == "doc_id"
+    finally:
+        appliance.settings.update(
+            "admin", {k: getattr(before, k) for k in ("top_k", "ordering", "max_new_tokens")}
+        )

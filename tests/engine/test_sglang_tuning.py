@@ -1,0 +1,314 @@
+"""SGLang launch tuning, units, gateway and launcher: pure plans from recorded fixtures, plus
+real subprocesses (fake servers over real HTTP) for the launcher. No GPU, no SGLang needed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.paths import FIXTURES, REPO
+from support.servers import free_port
+
+from engine.sglang.gateway import GatewayConfig, gateway_for
+from engine.sglang.gpu_info import GpuInfo, match_profile, parse_nvidia_smi
+from engine.sglang.launcher import LaunchFailed, SGLangLauncher
+from engine.sglang.model_shape import ModelShape, shape_from_config
+from engine.sglang.tuning import DoesNotFit, LaunchPlan, SiteNeeds, tune
+from engine.sglang.units import exec_start, gateway_unit, server_unit
+
+FIX = FIXTURES / "sglang"
+SITE = SiteNeeds(context_length=32768, concurrency=32, host_ram_gb=64)
+ONCE_FLAGS = (
+    "--enable-metrics",
+    "--enable-cache-report",
+    "--schedule-policy",
+    "--radix-eviction-policy",
+    "--grammar-backend",
+    "--tp-size",
+    "--mem-fraction-static",
+    "--chunked-prefill-size",
+    "--max-running-requests",
+    "--context-length",
+)
+
+
+def gpus(name: str) -> list[GpuInfo]:
+    return parse_nvidia_smi((FIX / f"nvidia_smi_{name}.csv").read_text())
+
+
+def shape(size: str) -> ModelShape:
+    return shape_from_config(json.loads((FIX / f"config_{size}.json").read_text()), name=size)
+
+
+def plan_for(box: str, size: str, site: SiteNeeds = SITE, **kw: Any) -> LaunchPlan:
+    return tune(gpus(box), shape(size), site, model_path=f"/models/{size}", **kw)
+
+
+def flag(plan: LaunchPlan, name: str) -> str:
+    return plan.argv[plan.argv.index(name) + 1]
+
+
+# ---- parsing ---------------------------------------------------------------------------------
+
+
+def test_nvidia_smi_fixtures_parse_and_match_profiles() -> None:
+    expected = {"h100": "h100", "h200": "h200", "a100": "a100-80g", "l40s": "l40s"}
+    for box, key in expected.items():
+        [gpu] = gpus(box)
+        assert match_profile(gpu.name).key == key
+    two = gpus("2xh100")
+    assert [g.index for g in two] == [0, 1]
+    assert two[0].memory_total_mib == 81559 and two[0].driver_version == "550.54.15"
+    assert match_profile("Tesla T4").key == "generic"
+    with pytest.raises(ValueError):
+        parse_nvidia_smi("NVIDIA H100, 81559\n")
+
+
+def test_model_shapes_from_config() -> None:
+    s8, s32 = shape("8b"), shape("32b")
+    # 8B: 2 x 32 layers x 8 kv heads x 128 x 2 bytes = 131,072 B/token (128 KiB)
+    assert (s8.num_layers, s8.num_kv_heads, s8.head_dim, s8.dtype_bytes) == (32, 8, 128, 2)
+    assert s8.kv_bytes_per_token == 131_072
+    # params = 32 x (2*4096*32*128 + 2*4096*8*128 + 3*4096*14336 + 2*4096)
+    #          + 2*128256*4096 (untied embed + head) + 4096 = 8,030,261,248 (Llama-3.1-8B: 8.03B)
+    assert s8.param_count == 8_030_261_248
+    assert s8.max_position_embeddings == 131072
+    # 32B: head_dim = 5120 / 40 = 128; 2 x 64 x 8 x 128 x 2 = 262,144 B/token
+    assert s32.head_dim == 128 and s32.kv_bytes_per_token == 262_144
+    # 64 x (2*5120*40*128 + 2*5120*8*128 + 3*5120*27648 + 2*5120) + 2*152064*5120 + 5120
+    assert s32.param_count == 32_763_417_600
+    assert shape_from_config({**_cfg32(), "torch_dtype": "float32"}).dtype_bytes == 4
+    fp8 = {**_cfg32(), "quantization_config": {"quant_method": "fp8"}}
+    assert shape_from_config(fp8).dtype_bytes == 1
+    assert shape_from_config(_cfg32(), param_count=123).param_count == 123
+
+
+def _cfg32() -> dict:
+    return json.loads((FIX / "config_32b.json").read_text())
+
+
+# ---- tuning ----------------------------------------------------------------------------------
+
+
+def test_h100_8b_hand_checked() -> None:
+    plan = plan_for("h100", "8b")
+    # per GPU 81559 MiB = 85,520,809,984 B = 79.65 GiB; reserve = 3 (act @8192) + 2 (graphs)
+    # + 6 (headroom) = 11 GiB -> 1 - 11/79.65 = 0.8619 -> floored 0.861 (band 0.85-0.88)
+    assert plan.mem_fraction_static == 0.861
+    assert 0.85 <= plan.mem_fraction_static <= 0.88
+    # weights 8,030,261,248 x 2 = 16,060,522,496 B (14.96 GiB)
+    assert plan.weights_bytes == 16_060_522_496
+    # (0.861 x 85,520,809,984 - 16,060,522,496) / 131,072 = 57,572,894,900 / 131,072 = 439,246
+    assert plan.kv_capacity_tokens == 439_246
+    assert plan.tp == 1 and flag(plan, "--tp-size") == "1"
+    assert flag(plan, "--max-running-requests") == "107"  # 439,246 // 4096
+    assert flag(plan, "--chunked-prefill-size") == "8192"
+    assert flag(plan, "--schedule-policy") == "lpm"
+    assert flag(plan, "--radix-eviction-policy") == "lru"
+    assert flag(plan, "--grammar-backend") == "xgrammar"
+    assert flag(plan, "--context-length") == "32768"
+    assert flag(plan, "--mem-fraction-static") == "0.861"
+    assert (flag(plan, "--host"), flag(plan, "--port")) == ("127.0.0.1", "30000")
+    assert flag(plan, "--served-model-name") == "8b"
+    assert plan.argv[:5] == ("python", "-m", "sglang.launch_server", "--model-path", "/models/8b")
+    for name in ONCE_FLAGS:
+        assert plan.argv.count(name) == 1, name
+    assert plan.capacity(32768) == 13  # 439,246 // 32,768
+    # 64 GB host RAM: half is 32 GB < 2 x the 57.6 GB pool -> no HiCache
+    assert "--enable-hierarchical-cache" not in plan.argv and plan.hicache_ratio is None
+
+
+def test_2xh100_32b_needs_tp2_hand_checked() -> None:
+    plan = plan_for("2xh100", "32b")
+    # weights 32,763,417,600 x 2 = 65,526,835,200 B (61.0 GiB)
+    # one card: 0.861 x 85,520,809,984 - 65,526,835,200 = 8,106,582,196 B -> 30,924 tokens,
+    # below the site budget 32 x 4096 = 131,072 tokens (and one 32k context) -> tp=2:
+    # 2 x 73,633,417,396 - 65,526,835,200 = 81,739,999,592 B / 262,144 = 311,813 tokens
+    assert plan.tp == 2 and flag(plan, "--tp-size") == "2"
+    assert plan.kv_capacity_tokens == 311_813
+    assert 0.85 <= plan.mem_fraction_static <= 0.88
+    assert flag(plan, "--max-running-requests") == "76"  # 311,813 // 4096
+    assert flag(plan, "--chunked-prefill-size") == "8192"  # 311,813 >= 1.25 x 131,072
+    for name in ONCE_FLAGS:
+        assert plan.argv.count(name) == 1, name
+    with pytest.raises(DoesNotFit):
+        plan_for("h100", "32b")  # one 80 GB card cannot hold weights + a 32k context
+
+
+def test_profiles_fraction_bands_and_chunking() -> None:
+    h200 = plan_for("h200", "8b")
+    assert 0.88 <= h200.mem_fraction_static <= 0.90
+    assert h200.mem_fraction_static > plan_for("h100", "8b").mem_fraction_static
+    a100 = plan_for("a100", "8b")
+    assert 0.85 <= a100.mem_fraction_static <= 0.88 and a100.chunked_prefill_size == 8192
+    l40s = plan_for("l40s", "8b")
+    assert l40s.mem_fraction_static < 0.85 and l40s.chunked_prefill_size == 4096
+    busy = plan_for("l40s", "8b", SiteNeeds(32768, 64, 64))  # budget 262,144 > capacity
+    assert busy.chunked_prefill_size == 2048 and busy.warnings
+    two = plan_for("2xh100", "8b")
+    assert two.tp == 1 and any("unused" in w for w in two.warnings)
+
+
+def test_hicache_when_host_ram_allows() -> None:
+    plan = plan_for("h100", "8b", SiteNeeds(32768, 32, 512))
+    # pool 57.6 GB; half of 512 GB = 256 GB -> ratio 4.4 -> capped at 4
+    assert plan.hicache_ratio == 4
+    assert flag(plan, "--hicache-ratio") == "4"
+    assert plan.argv.count("--enable-hierarchical-cache") == 1
+
+
+def test_capacity_decreases_with_context_and_context_is_capped() -> None:
+    plan = plan_for("h100", "8b")
+    caps = [plan.capacity(c) for c in (2048, 4096, 8192, 16384, 32768)]
+    assert caps == sorted(caps, reverse=True) and caps[0] > caps[-1] > 0
+    capped = plan_for("h200", "32b", SiteNeeds(131072, 8, 64))
+    assert capped.context_length == 32768 and any("capped" in w for w in capped.warnings)
+    with pytest.raises(ValueError):
+        tune([], shape("8b"), SITE, model_path="/m")
+
+
+def test_command_is_shell_quoted() -> None:
+    plan = tune(gpus("h100"), shape("8b"), SITE, model_path="/models/my model")
+    assert "'/models/my model'" in plan.command()
+    echoed = subprocess.run(
+        ["sh", "-c", f"printf '%s\\n' {plan.command()}"], capture_output=True, text=True
+    )
+    assert echoed.stdout.splitlines() == list(plan.argv)
+
+
+# ---- units and gateway -----------------------------------------------------------------------
+
+
+def test_server_unit(tmp_path: Path) -> None:
+    plan = plan_for("h100", "8b", python=sys.executable)
+    unit = server_unit(plan, working_directory=str(tmp_path))
+    assert f"ExecStart={plan.command()}\n" in unit
+    assert "Restart=on-failure" in unit and "User=sglang" in unit
+    assert "TimeoutStartSec=1800" in unit and 'Environment="HF_HUB_OFFLINE=1"' in unit
+    assert exec_start(("a", "50%", "$HOME")) == "a 50%% '$$HOME'"
+    _systemd_verify(tmp_path / "rag-sglang.service", unit)
+
+
+def test_gateway_command_and_unit(tmp_path: Path) -> None:
+    urls = ["http://10.0.0.1:30000", "http://10.0.0.2:30000/", "http://10.0.0.3:30000"]
+    cfg = gateway_for(urls, python=sys.executable)
+    argv = cfg.argv()
+    assert argv[1:4] == ("-m", "smg", "launch")
+    assert argv[argv.index("--policy") + 1] == "cache_aware"
+    for url in urls:
+        assert url.rstrip("/") in argv
+    assert argv[argv.index("--cache-threshold") + 1] == "0.3"
+    assert argv[argv.index("--balance-abs-threshold") + 1] == "64"
+    assert argv[argv.index("--balance-rel-threshold") + 1] == "1.5"
+    unit = gateway_unit(cfg, working_directory=str(tmp_path))
+    assert f"ExecStart={cfg.command()}\n" in unit and "Restart=on-failure" in unit
+    _systemd_verify(tmp_path / "rag-gateway.service", unit)
+    for bad in ((), ("10.0.0.1:30000",), ("http://a:1", "http://a:1")):
+        with pytest.raises(ValueError):
+            GatewayConfig(worker_urls=bad)
+
+
+def _systemd_verify(path: Path, unit: str) -> None:
+    path.write_text(unit)
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze not installed: unit syntax not verified")
+    done = subprocess.run(
+        ["systemd-analyze", "verify", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_plan_cli_help_and_table(tmp_path: Path) -> None:
+    run = [sys.executable, "-m", "engine.sglang.plan"]
+    help_out = subprocess.run([*run, "--help"], capture_output=True, text=True, cwd=REPO)
+    assert help_out.returncode == 0 and "--model-path" in help_out.stdout
+    (tmp_path / "config.json").write_text((FIX / "config_8b.json").read_text())
+    csv = str(FIX / "nvidia_smi_h100.csv")
+    args = ["--model-path", str(tmp_path), "--gpus-csv", csv, "--host-ram-gb", "64"]
+    table = subprocess.run([*run, *args], capture_output=True, text=True, cwd=REPO)
+    assert table.returncode == 0, table.stderr
+    assert "--mem-fraction-static   0.861" in table.stdout
+    assert "sglang.launch_server" in table.stdout
+
+
+# ---- launcher: real processes, real HTTP -----------------------------------------------------
+
+FAKE_SERVER = """
+import sys, time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+port = int(sys.argv[sys.argv.index("--port") + 1])
+ready_at = time.monotonic() + float(sys.argv[sys.argv.index("--ready-after") + 1])
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        ok = self.path == "/health_generate" and time.monotonic() >= ready_at
+        self.send_response(200 if ok else 503)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+print("fake sglang listening", flush=True)
+HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+FAKE_OOM = """
+import sys
+print("Capturing cuda graph ...", flush=True)
+print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", file=sys.stderr)
+sys.exit(1)
+"""
+
+
+def _fake_plan(tmp_path: Path, body: str, *extra: str) -> LaunchPlan:
+    script = tmp_path / "fake_sglang.py"
+    script.write_text(textwrap.dedent(body))
+    port = free_port()
+    plan = plan_for("h100", "8b", port=port)
+    return replace(plan, argv=(sys.executable, str(script), "--port", str(port), *extra))
+
+
+def test_launcher_ready_then_stop(tmp_path: Path) -> None:
+    plan = _fake_plan(tmp_path, FAKE_SERVER, "--ready-after", "0.6")
+    launcher = SGLangLauncher(plan, tmp_path / "logs" / "sglang.log")
+    launcher.start()
+    try:
+        t0 = time.monotonic()
+        launcher.wait_ready(timeout_s=10, poll_s=0.1)
+        assert time.monotonic() - t0 >= 0.5  # it waited through the 503s
+        assert launcher.running()
+    finally:
+        code = launcher.stop(grace_s=5)
+    assert code is not None and not launcher.running()
+    assert "fake sglang listening" in (tmp_path / "logs" / "sglang.log").read_text()
+
+
+def test_launcher_oom_names_the_knobs(tmp_path: Path) -> None:
+    launcher = SGLangLauncher(_fake_plan(tmp_path, FAKE_OOM), tmp_path / "sglang.log")
+    launcher.start()
+    with pytest.raises(LaunchFailed) as info:
+        launcher.wait_ready(timeout_s=10, poll_s=0.1)
+    launcher.stop(grace_s=1)
+    err = info.value
+    assert err.oom and "CUDA out of memory" in err.log_tail
+    for knob in ("--mem-fraction-static", "--chunked-prefill-size", "--max-running-requests"):
+        assert knob in str(err)
+    assert "exited with code 1" in str(err)
+
+
+def test_launcher_timeout(tmp_path: Path) -> None:
+    plan = _fake_plan(tmp_path, FAKE_SERVER, "--ready-after", "3600")
+    launcher = SGLangLauncher(plan, tmp_path / "sglang.log")
+    launcher.start()
+    try:
+        with pytest.raises(LaunchFailed) as info:
+            launcher.wait_ready(timeout_s=1.0, poll_s=0.1)
+    finally:
+        launcher.stop(grace_s=2)
+    assert "not ready after 1 s" in str(info.value) and not info.value.oom
+    assert "fake sglang listening" in info.value.log_tail

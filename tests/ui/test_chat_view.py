@@ -1,0 +1,84 @@
+"""The chat page's pure parts: language choice, the panel, sources and the SVG chart."""
+
+from __future__ import annotations
+
+import re
+
+from appliance.core.services.conversations import Turn, TurnStats
+from ui.charts import conversation_chart
+from ui.chat.view import conversation_view, error_note
+from ui.format import citations_html, link_citations, panel_html
+from ui.i18n import STRINGS, from_accept_language, pick, t
+
+STATS = TurnStats(1000, 750, 25, ttft_ms=400.0, e2e_ms=2800.0, retrieval_ms=12.0, ordering="prefix")
+CITATION = {
+    "number": 1,
+    "chunk_id": 7,
+    "document_id": 3,
+    "title": "VPN <Access>",
+    "section": "Reset",
+    "page": 4,
+    "source": "vpn.pdf",
+    "text": "Go to the portal & reset.",
+}
+
+
+def test_language_from_the_browser_and_the_switch() -> None:
+    assert from_accept_language("ko-KR,ko;q=0.9,en-US;q=0.8") == "ko"
+    assert from_accept_language("fr-FR, en;q=0.5, ko;q=0.7") == "ko"  # by q-value
+    assert from_accept_language("de-DE") == "en" and from_accept_language(None) == "en"
+    assert pick("en", "ko-KR") == "en" and pick("xx", "ko") == "ko" and pick(None, "") == "en"
+    assert set(STRINGS["ko"]) == set(STRINGS["en"])  # every word has both languages
+    assert t("ko", "chat.send") == "보내기" and t("xx", "chat.send") == "Send"
+
+
+def test_panel_shows_every_measure_and_the_derived_rates() -> None:
+    html = panel_html(STATS, [1, 2], "en")
+    values = dict(re.findall(r"data-metric='(\w+)'><th>[^<]*</th><td[^>]*>([^<]*)<", html))
+    assert values["ttft"] == "0.40 s" and values["total"] == "2.80 s"
+    assert values["tps"] == "10.0"  # 24 tokens after the first, in 2.4 s
+    assert values["itl"] == "100 ms" and values["hit"] == "75%"
+    assert values["prompt"] == "1,000" and values["cached"] == "750"
+    assert values["chunks"] == "[1] [2]" and values["ordering"] == "prefix"
+    assert "width:75.0%" in html  # the cache bar
+    assert "첫 토큰까지" in panel_html(STATS, [1], "ko")
+    assert "Ask a question" in panel_html(None, [], "en")
+
+
+def test_sources_are_numbered_escaped_and_open_on_the_chunk() -> None:
+    html = citations_html([CITATION], "en")
+    assert "id='source-1'" in html and "[1]" in html and "p. 4" in html
+    assert "VPN &lt;Access&gt;" in html and "<Access>" not in html
+    assert "<mark class='chunk'>Go to the portal &amp; reset.</mark>" in html
+    assert "4쪽" in citations_html([CITATION], "ko")
+    assert "class='rider'" not in html
+    rider = citations_html([CITATION, {**CITATION, "number": 2, "rider": True}], "en")
+    assert rider.count("class='rider'") == 1 and "also given (cached)" in rider
+
+
+def test_chart_and_view_of_a_conversation() -> None:
+    svg = conversation_chart([(1.2, 0.0), (0.3, 80.0), (0.25, 90.0)], "en")
+    assert svg.count("<rect class='ttft'") == 3 and svg.count("<circle class='hit'") == 3
+    assert "http" not in svg.replace("http://www.w3.org", "")  # nothing to fetch
+    turns = [Turn("q1", "a1", 11, [CITATION], STATS, 1), Turn("q2", "a2", 12, [], STATS, None)]
+    view = conversation_view(turns, "en")
+    assert [m["content"] for m in view.history] == ["q1", "a1", "q2", "a2"]
+    assert view.message_ids == [None, 11, None, 12] and view.feedback == ["Like", None]
+    assert "busy" in error_note("busy", "queue full", "en")
+    assert "엔진" in error_note("unavailable", "refused", "ko")
+
+
+def test_answer_citations_link_to_their_sources() -> None:
+    text = "Use the portal [1], not [9]. Code `a[1]` stays.\n```\nb[1]\n```\nAgain [1]."
+    linked = link_citations(text, [1, 2])
+    assert linked.count("[\\[1\\]](#source-1)") == 2
+    assert "[9]" in linked and "`a[1]`" in linked and "b[1]" in linked
+    assert link_citations(linked, [1]) == linked  # a linked answer stays as it is
+    assert link_citations(text, []) == text
+    # in a conversation, the last answer links to the sources list (which is the last turn's)
+    turns = [
+        Turn("q1", "a1 [1]", 11, [CITATION], STATS, 1),
+        Turn("q2", "a2 [1]", 12, [CITATION], STATS, None),
+    ]
+    view = conversation_view(turns, "en")
+    assert [m["content"] for m in view.history][1::2] == ["a1 [1]", "a2 [\\[1\\]](#source-1)"]
