@@ -48,13 +48,6 @@ class GenerationStats:
     # what ended a "stop": the stop string, or the end-of-sequence token id; None otherwise
     matched_stop: str | int | None = None
 
-    @property
-    def decode_tokens_per_s(self) -> float:
-        decode_s = self.e2e_s - self.ttft_s
-        if self.completion_tokens <= 1 or decode_s <= 0:
-            return 0.0
-        return (self.completion_tokens - 1) / decode_s
-
 
 @dataclass(frozen=True)
 class TextDelta:

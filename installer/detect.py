@@ -6,7 +6,6 @@ is a pure function of the facts, so recorded ``nvidia-smi`` outputs test it.
 
 from __future__ import annotations
 
-import os
 import platform
 import re
 import shutil
@@ -154,7 +153,3 @@ def can_bind(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def is_root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from installer.bundle import BundleError, build_bundle, verify_bundle
 from installer.context import Context, InstallError, StepResult, run
-from installer.detect import can_bind, gather_facts, pick_profile
+from installer.detect import Facts, can_bind, gather_facts, pick_profile
 from installer.layout import SYSTEM_PREFIX, Layout
 from installer.preflight import preflight
 from installer.profiles import Options, extra_for
@@ -158,24 +158,19 @@ def _print(result: StepResult) -> None:
     print(f"[{'changed' if result.changed else 'ok'}] {result.name}: {result.detail}", flush=True)
 
 
-def install(args: argparse.Namespace) -> int:
-    layout = Layout.for_prefix(args.prefix)
-    state = load_state(layout.state_file)
-    chosen = remembered(args, state)
-    opts = _options(args, chosen)
-    if args.uninstall:
-        removed = uninstall(layout, state, opts.systemd, args.purge)
-        print("removed:\n  " + "\n  ".join(removed) if removed else "nothing to remove")
-        if not args.purge:
-            print(
-                f"kept the config ({layout.etc_dir}) and the data ({layout.data_dir}); "
-                "--uninstall --purge removes them"
-            )
-        return 0
-    if args.upgrade and not state:
-        raise InstallError(f"nothing is installed under {layout.prefix}: run without --upgrade")
-    manifest = verify_bundle(opts.bundle) if opts.bundle else None
-    facts = gather_facts(layout.prefix, opts.gpus_csv, opts.cuda_version)
+def _uninstall(layout: Layout, state: dict, opts: Options, purge: bool) -> int:
+    removed = uninstall(layout, state, opts.systemd, purge)
+    print("removed:\n  " + "\n  ".join(removed) if removed else "nothing to remove")
+    if not purge:
+        print(
+            f"kept the config ({layout.etc_dir}) and the data ({layout.data_dir}); "
+            "--uninstall --purge removes them"
+        )
+    return 0
+
+
+def _profile(facts: Facts, opts: Options, state: dict, manifest: dict | None) -> str:
+    """The profile to install (as installed unless ``--profile``), checked against the bundle."""
     try:
         decision = pick_profile(facts, opts.workers, opts.forced_profile or state.get("profile"))
     except ValueError as exc:
@@ -189,6 +184,11 @@ def install(args: argparse.Namespace) -> int:
             f"the bundle is for the {manifest['extra']} extra, this box needs "
             f"{extra_for(profile)}: build one with --profile {extra_for(profile)}"
         )
+    return profile
+
+
+def _preflight(facts: Facts, profile: str, opts: Options, layout: Layout, state: dict) -> int:
+    """Print the preflight findings; returns how many failed."""
     findings = preflight(
         facts,
         profile,
@@ -197,7 +197,58 @@ def install(args: argparse.Namespace) -> int:
     )
     for f in findings:
         print(f"[{'ok' if f.ok else 'FAIL'}] preflight {f.name}: {f.detail}")
-    failed = sum(not f.ok for f in findings)
+    return sum(not f.ok for f in findings)
+
+
+def _backup(layout: Layout) -> None:
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    out = layout.backups_dir / f"pre-upgrade-{stamp}.tar.gz"
+    run([str(layout.wrapper), "backup", "--out", str(out)], "the pre-upgrade backup")
+    print(f"[ok] backup: {out}")
+
+
+def _install_steps(ctx: Context) -> list[StepResult]:
+    """Steps 3-7 in order (venv, packages, models, user, config, admin, units), each printed."""
+    results = [step_venv(ctx), step_packages(ctx)]
+    for r in results:
+        _print(r)
+    models, model_path, embed_path = step_models(ctx)
+    _print(models)
+    for step in (
+        lambda: step_service_user(ctx),  # first: the config's group is the service user
+        lambda: step_config(ctx, model_path, embed_path),
+        lambda: step_admin(ctx),
+        lambda: step_units(ctx),
+    ):
+        result = step()
+        _print(result)
+        results.append(result)
+    results.append(models)
+    return results
+
+
+def _save(ctx: Context, chosen: dict) -> None:
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    layout = ctx.layout
+    ctx.state.update(profile=ctx.profile, prefix=str(layout.prefix), updated_at=now, options=chosen)
+    ctx.state.setdefault("installed_at", now)
+    save_state(layout.state_file, ctx.state)
+
+
+def install(args: argparse.Namespace) -> int:
+    """Install, re-run or upgrade as ``args`` say (or uninstall, or render only); the exit code."""
+    layout = Layout.for_prefix(args.prefix)
+    state = load_state(layout.state_file)
+    chosen = remembered(args, state)
+    opts = _options(args, chosen)
+    if args.uninstall:
+        return _uninstall(layout, state, opts, args.purge)
+    if args.upgrade and not state:
+        raise InstallError(f"nothing is installed under {layout.prefix}: run without --upgrade")
+    manifest = verify_bundle(opts.bundle) if opts.bundle else None
+    facts = gather_facts(layout.prefix, opts.gpus_csv, opts.cuda_version)
+    profile = _profile(facts, opts, state, manifest)
+    failed = _preflight(facts, profile, opts, layout, state)
     if args.render_only:
         return _render_only(layout, opts, profile, facts, failed)
     if failed:
@@ -216,29 +267,9 @@ def install(args: argparse.Namespace) -> int:
         upgrade=args.upgrade,
     )
     if args.upgrade and layout.appliance_bin.exists():
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        out = layout.backups_dir / f"pre-upgrade-{stamp}.tar.gz"
-        run([str(layout.wrapper), "backup", "--out", str(out)], "the pre-upgrade backup")
-        print(f"[ok] backup: {out}")
-    results = [step_venv(ctx), step_packages(ctx)]
-    for r in results:
-        _print(r)
-    models, model_path, embed_path = step_models(ctx)
-    _print(models)
-    for step in (
-        lambda: step_service_user(ctx),  # first: the config's group is the service user
-        lambda: step_config(ctx, model_path, embed_path),
-        lambda: step_admin(ctx),
-        lambda: step_units(ctx),
-    ):
-        result = step()
-        _print(result)
-        results.append(result)
-    results.append(models)
-    now = datetime.now(UTC).isoformat(timespec="seconds")
-    ctx.state.update(profile=profile, prefix=str(layout.prefix), updated_at=now, options=chosen)
-    ctx.state.setdefault("installed_at", now)
-    save_state(layout.state_file, ctx.state)
+        _backup(layout)
+    results = _install_steps(ctx)
+    _save(ctx, chosen)
     started = step_start(ctx, restart=any(r.changed for r in results) and bool(state))
     _print(started)
     changed = [r.name for r in results if r.changed]
@@ -249,7 +280,7 @@ def install(args: argparse.Namespace) -> int:
     return 0
 
 
-def _render_only(layout: Layout, opts: Options, profile: str, facts, failed: int) -> int:  # noqa: ANN001
+def _render_only(layout: Layout, opts: Options, profile: str, facts: Facts, failed: int) -> int:
     """Write the config and the units a real install would write; nothing else."""
     opts = replace(opts, systemd=False, start=False)
     ctx = Context(layout, opts, profile, facts, {}, getpass.getuser(), repo=None)

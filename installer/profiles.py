@@ -73,7 +73,7 @@ def _toml(value: object) -> str:
 
 
 def render_config(
-    profile: str, layout: Layout, opts: Options, secret: str, model_path: str, embed_path: str
+    profile: str, layout: Layout, opts: Options, model_path: str, embed_path: str
 ) -> str:
     """The appliance's TOML config for this install."""
     sections: dict[str, dict[str, object]] = {
@@ -86,7 +86,7 @@ def render_config(
             "sglang_url": engine_url(profile, opts),
         },
         "rag": {"embedding_model_path": embed_path},
-        "security": {"environment": "production", "secret_key": secret},
+        "security": {"environment": "production"},
         "bootstrap": {
             "ingest_sample_corpus": opts.sample_corpus,
             "admin_username": opts.admin_username,

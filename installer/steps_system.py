@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import secrets
 import shutil
 import subprocess
 import time
@@ -23,19 +21,10 @@ from installer.units import render_units
 SERVICE_USER = "appliance"
 
 
-def _existing_secret(path: Path) -> str | None:
-    try:
-        match = re.search(r'^secret_key = "([^"]+)"', path.read_text(encoding="utf-8"), re.M)
-    except OSError:
-        return None
-    return match.group(1) if match else None
-
-
 def step_config(ctx: Context, model_path: str, embed_path: str) -> StepResult:
-    """Write the config, keeping its secret; a file the admin edited is kept as it is."""
+    """Write the config; a file the admin edited is kept as it is."""
     path = ctx.layout.config_file
-    secret = _existing_secret(path) or secrets.token_urlsafe(32)
-    text = render_config(ctx.profile, ctx.layout, ctx.opts, secret, model_path, embed_path)
+    text = render_config(ctx.profile, ctx.layout, ctx.opts, model_path, embed_path)
     if path.is_file():
         current = path.read_text(encoding="utf-8")
         written = ctx.state.get("config_sha")

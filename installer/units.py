@@ -1,7 +1,10 @@
 """The appliance's systemd units (pure): engine, app, and the gateway on multi-node sites.
 
 All go through ``engine.sglang.units.render_unit``, so every unit has ``Restart=on-failure``; the
-engine comes back within ``RestartSec`` after a crash and the app, a client of it, stays up.
+engine comes back within ``RestartSec`` after a crash and the app, a client of it, stays up. The
+SGLang server and gateway units are ``engine.sglang.units.server_spec`` and ``gateway_spec`` (the
+``appliance gateway unit`` command renders the same gateway unit); the embedded CPU engine and
+the app are built here.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from engine.sglang.gateway import gateway_for
 from engine.sglang.gpu_info import GpuInfo
 from engine.sglang.model_shape import load_shape
 from engine.sglang.tuning import LaunchPlan, SiteNeeds, tune
-from engine.sglang.units import SERVER_ENV, UnitSpec, render_unit
+from engine.sglang.units import SERVER_ENV, UnitSpec, gateway_spec, render_unit, server_spec
 from installer.layout import UNIT_NAMES, Layout
 from installer.profiles import GATEWAY_PORT, Options
 
@@ -48,6 +51,34 @@ def gpu_plan(
     )
 
 
+def _cpu_engine_spec(layout: Layout, opts: Options, user: str) -> UnitSpec:
+    argv = _cli(layout, "engine-server", "--host", "127.0.0.1", "--port", str(opts.engine_port))
+    return UnitSpec(
+        "RAG appliance engine (embedded CPU engine, SGLang API)",
+        argv,
+        user,
+        str(layout.data_dir),
+        {**APP_ENV, "APPLIANCE_ENGINE__BACKEND": "embedded"},
+        restart_sec=2,
+        timeout_start_sec=600,
+        timeout_stop_sec=30,
+    )
+
+
+def _app_spec(layout: Layout, user: str, after: tuple[str, ...]) -> UnitSpec:
+    return UnitSpec(
+        "RAG appliance web app (chat, API, admin)",
+        _cli(layout, "serve"),
+        user,
+        str(layout.data_dir),
+        APP_ENV,
+        restart_sec=3,
+        timeout_start_sec=600,
+        timeout_stop_sec=30,
+        after=after,
+    )
+
+
 def render_units(
     profile: str,
     layout: Layout,
@@ -58,63 +89,18 @@ def render_units(
 ) -> Rendered:
     """Every unit this profile needs, by role (``engine``, ``app``, ``gateway``)."""
     wd = str(layout.data_dir)
-    units: dict[str, str] = {}
+    specs: dict[str, UnitSpec] = {}
     plan = None
     if profile == "cpu":
-        argv = _cli(layout, "engine-server", "--host", "127.0.0.1", "--port", str(opts.engine_port))
-        env = {**APP_ENV, "APPLIANCE_ENGINE__BACKEND": "embedded"}
-        units["engine"] = render_unit(
-            UnitSpec(
-                "RAG appliance engine (embedded CPU engine, SGLang API)",
-                argv,
-                user,
-                wd,
-                env,
-                restart_sec=2,
-                timeout_start_sec=600,
-                timeout_stop_sec=30,
-            )
-        )
+        specs["engine"] = _cpu_engine_spec(layout, opts, user)
     elif gpus:
         if opts.model_dir is None:
             raise ValueError("GPU profiles need the model directory (--model-dir DIR)")
         plan = gpu_plan(gpus, opts.model_dir, opts, layout, host_ram_gb)
-        units["engine"] = render_unit(
-            UnitSpec(
-                f"RAG appliance engine (SGLang, {plan.served_model_name}, tp={plan.tp})",
-                plan.argv,
-                user,
-                wd,
-                dict(SERVER_ENV),
-                restart_sec=10,
-                timeout_start_sec=1800,
-            )
-        )
+        specs["engine"] = server_spec(plan, user=user, working_directory=wd)
     if profile == "multi-node":
         gateway = gateway_for(opts.workers, port=GATEWAY_PORT, python=str(layout.python))
-        units["gateway"] = render_unit(
-            UnitSpec(
-                "RAG appliance model gateway (smg, cache-aware routing)",
-                gateway.argv(),
-                user,
-                wd,
-                dict(SERVER_ENV),
-                restart_sec=5,
-                timeout_start_sec=120,
-            )
-        )
-    after = ["network-online.target", *(UNIT_NAMES[r] for r in ("engine", "gateway") if r in units)]
-    units["app"] = render_unit(
-        UnitSpec(
-            "RAG appliance web app (chat, API, admin)",
-            _cli(layout, "serve"),
-            user,
-            wd,
-            APP_ENV,
-            restart_sec=3,
-            timeout_start_sec=600,
-            timeout_stop_sec=30,
-            after=tuple(after),
-        )
-    )
-    return Rendered(units, plan)
+        specs["gateway"] = gateway_spec(gateway, user=user, working_directory=wd)
+    after = ["network-online.target", *(UNIT_NAMES[r] for r in ("engine", "gateway") if r in specs)]
+    specs["app"] = _app_spec(layout, user, tuple(after))
+    return Rendered({role: render_unit(spec) for role, spec in specs.items()}, plan)

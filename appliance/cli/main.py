@@ -160,7 +160,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     from urllib.parse import urlsplit
 
     from engine.sglang.gateway import gateway_for
-    from engine.sglang.units import gateway_unit
+    from engine.sglang.units import gateway_spec, render_unit
 
     config = _config(args)
     if not config.engine.sglang_worker_urls:
@@ -170,7 +170,11 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     gateway = gateway_for(
         config.engine.sglang_worker_urls, host=front.hostname or "127.0.0.1", port=front.port or 80
     )
-    print(gateway.command() if args.what == "command" else gateway_unit(gateway))
+    if args.what == "command":
+        print(gateway.command())
+    else:
+        spec = gateway_spec(gateway, user="sglang", working_directory="/opt/rag-appliance")
+        print(render_unit(spec))
     return 0
 
 

@@ -10,6 +10,7 @@ Unknown keys and invalid values raise ``ConfigError`` with a one-line message na
 
 from __future__ import annotations
 
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
@@ -19,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 ENV_PREFIX = "APPLIANCE_"
-DEFAULT_SECRET = "change-me"  # refused outside development (see SecurityConfig)
+log = logging.getLogger(__name__)
 # the sample handbook shipped with the package (ingested on a first start; the benchmarks' QA)
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "sample_corpus"
 
@@ -117,18 +118,24 @@ class ChatConfig(_Section):
 
 class SecurityConfig(_Section):
     environment: Literal["development", "production"] = "development"
-    secret_key: str = DEFAULT_SECRET
     session_ttl_hours: float = Field(12.0, gt=0)
     # login throttling: this many failures for one username within the window lock it
     login_max_failures: int = Field(5, ge=1)
     login_window_s: float = Field(300.0, gt=0)
     login_lockout_s: float = Field(300.0, gt=0)
 
-    @model_validator(mode="after")
-    def _no_default_secret_in_production(self) -> SecurityConfig:
-        if self.environment != "development" and self.secret_key == DEFAULT_SECRET:
-            raise ValueError("secret_key: the default secret is refused outside development")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _ignore_legacy_secret_key(cls, data: Any) -> Any:
+        # installers before this release wrote a generated ``secret_key`` that nothing used
+        # (sessions are random server-side tokens): an upgraded site's config still has it
+        if isinstance(data, Mapping) and "secret_key" in data:
+            log.warning(
+                "config: security.secret_key is no longer used and is ignored; "
+                "delete it from the config file"
+            )
+            data = {k: v for k, v in data.items() if k != "secret_key"}
+        return data
 
 
 class BootstrapConfig(_Section):

@@ -68,9 +68,67 @@ def _generates(runner: Runner) -> bool:
     return bool(outcome and outcome[0])
 
 
+def _model_info(engine: Engine, served_model_name: str) -> dict:
+    path = _model_path(engine)
+    return {
+        "model_path": path,
+        "tokenizer_path": path,
+        "is_generation": True,
+        "served_model_name": served_model_name,
+        "preferred_sampling_params": None,
+        "weight_version": "default",
+    }
+
+
+def _server_info(engine: Engine, metrics: ServerMetrics, served_model_name: str) -> dict:
+    info = engine.info()
+    m = engine.metrics()
+    path = _model_path(engine)
+    return {
+        "model_path": path,
+        "tokenizer_path": path,
+        "served_model_name": served_model_name,
+        "context_length": info.context_length,
+        "max_total_num_tokens": int(m.get("max_total_num_tokens", 0)),
+        "max_running_requests": getattr(engine, "max_running_requests", None),
+        "max_queued_requests": getattr(engine, "max_queue", None),
+        "backend": info.backend,
+        "profile": info.profile,
+        "dtype": info.dtype,
+        "page_size": info.cache_page_tokens,
+        "disable_radix_cache": False,
+        "version": "appliance-embedded",
+        "internal_states": [
+            {
+                "last_gen_throughput": metrics.gen_throughput(),
+                "num_running_reqs": int(m.get("num_running_reqs", 0)),
+                "num_queue_reqs": int(m.get("num_queue_reqs", 0)),
+                "cache_hit_rate": m.get("cache_hit_rate", 0.0),
+            }
+        ],
+    }
+
+
+def _flush(engine: Engine, timeout: float) -> Response:
+    """Flush once nothing runs or waits, waiting up to ``timeout`` s for that (else 400)."""
+    deadline = time.monotonic() + max(0.0, timeout)
+    while _busy(engine):
+        if time.monotonic() >= deadline:
+            return PlainTextResponse(
+                "Cache not flushed: requests are running or waiting.\n", status_code=400
+            )
+        time.sleep(0.02)
+    try:
+        engine.flush_cache()
+    except EngineError as exc:
+        return PlainTextResponse(f"Cache not flushed: {exc}\n", status_code=500)
+    return PlainTextResponse(FLUSHED)
+
+
 def build_control_router(
     engine: Engine, runner: Runner, metrics: ServerMetrics, served_model_name: str
 ) -> APIRouter:
+    """The control routes (see the module docstring) over one engine and its runner."""
     router = APIRouter()
 
     @router.get("/health")
@@ -83,43 +141,10 @@ def build_control_router(
         return Response(status_code=200 if ok else 503)
 
     def model_info() -> dict:
-        path = _model_path(engine)
-        return {
-            "model_path": path,
-            "tokenizer_path": path,
-            "is_generation": True,
-            "served_model_name": served_model_name,
-            "preferred_sampling_params": None,
-            "weight_version": "default",
-        }
+        return _model_info(engine, served_model_name)
 
     def server_info() -> dict:
-        info = engine.info()
-        m = engine.metrics()
-        path = _model_path(engine)
-        return {
-            "model_path": path,
-            "tokenizer_path": path,
-            "served_model_name": served_model_name,
-            "context_length": info.context_length,
-            "max_total_num_tokens": int(m.get("max_total_num_tokens", 0)),
-            "max_running_requests": getattr(engine, "max_running_requests", None),
-            "max_queued_requests": getattr(engine, "max_queue", None),
-            "backend": info.backend,
-            "profile": info.profile,
-            "dtype": info.dtype,
-            "page_size": info.cache_page_tokens,
-            "disable_radix_cache": False,
-            "version": "appliance-embedded",
-            "internal_states": [
-                {
-                    "last_gen_throughput": metrics.gen_throughput(),
-                    "num_running_reqs": int(m.get("num_running_reqs", 0)),
-                    "num_queue_reqs": int(m.get("num_queue_reqs", 0)),
-                    "cache_hit_rate": m.get("cache_hit_rate", 0.0),
-                }
-            ],
-        }
+        return _server_info(engine, metrics, served_model_name)
 
     for path in ("/model_info", "/get_model_info"):
         router.add_api_route(path, model_info, methods=["GET"])
@@ -128,18 +153,7 @@ def build_control_router(
 
     @router.api_route("/flush_cache", methods=["GET", "POST"])
     def flush_cache(timeout: float = FLUSH_DEFAULT_TIMEOUT_S) -> Response:
-        deadline = time.monotonic() + max(0.0, timeout)
-        while _busy(engine):
-            if time.monotonic() >= deadline:
-                return PlainTextResponse(
-                    "Cache not flushed: requests are running or waiting.\n", status_code=400
-                )
-            time.sleep(0.02)
-        try:
-            engine.flush_cache()
-        except EngineError as exc:
-            return PlainTextResponse(f"Cache not flushed: {exc}\n", status_code=500)
-        return PlainTextResponse(FLUSHED)
+        return _flush(engine, timeout)
 
     @router.post("/abort_request")
     def abort_request(body: AbortBody) -> JSONResponse:

@@ -129,7 +129,3 @@ class Runner:
         with self._lock:
             rids = list(self._inflight)
         return sum(1 for rid in rids if self.engine.abort(rid))
-
-    def inflight(self) -> int:
-        with self._lock:
-            return len(self._inflight)

@@ -38,10 +38,6 @@ class GpuInfo:
     def memory_total_bytes(self) -> int:
         return self.memory_total_mib * MIB
 
-    @property
-    def memory_total_gib(self) -> float:
-        return self.memory_total_mib / 1024
-
 
 @dataclass(frozen=True)
 class GpuProfile:

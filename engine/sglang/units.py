@@ -1,4 +1,5 @@
-"""systemd units (pure string templates) for the SGLang server and the model gateway.
+"""systemd units (pure string templates); the one place that says what the SGLang server and the
+model gateway units are (``server_spec``, ``gateway_spec``), for the installer and the CLI.
 
 ``ExecStart`` is the exact tuned command, shell-quoted (systemd accepts single quotes); ``%``
 and ``$`` are doubled so systemd does not expand them as specifiers or variables.
@@ -78,44 +79,30 @@ def render_unit(spec: UnitSpec) -> str:
     return "\n".join(lines)
 
 
-def server_unit(
-    plan: LaunchPlan,
-    *,
-    user: str = "sglang",
-    working_directory: str = "/opt/rag-appliance",
-    environment: Mapping[str, str] | None = None,
-    timeout_start_sec: int = 1800,
-) -> str:
-    """The SGLang server unit; model load plus CUDA-graph capture can take many minutes."""
-    env = {**SERVER_ENV, **(environment or {})}
-    return render_unit(
-        UnitSpec(
-            description=f"SGLang engine for the RAG appliance ({plan.served_model_name})",
-            argv=plan.argv,
-            user=user,
-            working_directory=working_directory,
-            environment=env,
-            timeout_start_sec=timeout_start_sec,
-        )
+def server_spec(plan: LaunchPlan, *, user: str, working_directory: str) -> UnitSpec:
+    """The SGLang server unit (the engine on GPU sites); model load plus CUDA-graph capture can
+    take many minutes, hence the long start timeout."""
+    return UnitSpec(
+        description=f"RAG appliance engine (SGLang, {plan.served_model_name}, tp={plan.tp})",
+        argv=plan.argv,
+        user=user,
+        working_directory=working_directory,
+        environment=dict(SERVER_ENV),
+        restart_sec=10,
+        timeout_start_sec=1800,
+        timeout_stop_sec=60,
     )
 
 
-def gateway_unit(
-    config: GatewayConfig,
-    *,
-    user: str = "sglang",
-    working_directory: str = "/opt/rag-appliance",
-    environment: Mapping[str, str] | None = None,
-) -> str:
+def gateway_spec(config: GatewayConfig, *, user: str, working_directory: str) -> UnitSpec:
     """The model gateway unit (cache-aware routing over the worker nodes)."""
-    return render_unit(
-        UnitSpec(
-            description="SGLang model gateway (smg, cache-aware routing)",
-            argv=config.argv(),
-            user=user,
-            working_directory=working_directory,
-            environment=dict(environment or {}),
-            restart_sec=5,
-            timeout_start_sec=120,
-        )
+    return UnitSpec(
+        description="RAG appliance model gateway (smg, cache-aware routing)",
+        argv=config.argv(),
+        user=user,
+        working_directory=working_directory,
+        environment=dict(SERVER_ENV),
+        restart_sec=5,
+        timeout_start_sec=120,
+        timeout_stop_sec=60,
     )

@@ -1,5 +1,5 @@
-"""SGLang launch tuning, units, gateway and launcher: pure plans from recorded fixtures, plus
-real subprocesses (fake servers over real HTTP) for the launcher. No GPU, no SGLang needed."""
+"""SGLang launch tuning, units and gateway: pure plans from recorded fixtures. No GPU, no SGLang
+needed."""
 
 from __future__ import annotations
 
@@ -7,22 +7,17 @@ import json
 import shutil
 import subprocess
 import sys
-import textwrap
-import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.paths import FIXTURES, REPO
-from support.servers import free_port
 
 from engine.sglang.gateway import GatewayConfig, gateway_for
 from engine.sglang.gpu_info import GpuInfo, match_profile, parse_nvidia_smi
-from engine.sglang.launcher import LaunchFailed, SGLangLauncher
 from engine.sglang.model_shape import ModelShape, shape_from_config
 from engine.sglang.tuning import DoesNotFit, LaunchPlan, SiteNeeds, tune
-from engine.sglang.units import exec_start, gateway_unit, server_unit
+from engine.sglang.units import exec_start, gateway_spec, render_unit, server_spec
 
 FIX = FIXTURES / "sglang"
 SITE = SiteNeeds(context_length=32768, concurrency=32, host_ram_gb=64)
@@ -189,10 +184,12 @@ def test_command_is_shell_quoted() -> None:
 
 def test_server_unit(tmp_path: Path) -> None:
     plan = plan_for("h100", "8b", python=sys.executable)
-    unit = server_unit(plan, working_directory=str(tmp_path))
+    unit = render_unit(server_spec(plan, user="sglang", working_directory=str(tmp_path)))
     assert f"ExecStart={plan.command()}\n" in unit
     assert "Restart=on-failure" in unit and "User=sglang" in unit
-    assert "TimeoutStartSec=1800" in unit and 'Environment="HF_HUB_OFFLINE=1"' in unit
+    assert "RestartSec=10\n" in unit and "TimeoutStartSec=1800" in unit
+    assert "TimeoutStopSec=60" in unit and 'Environment="HF_HUB_OFFLINE=1"' in unit
+    assert f"(SGLang, {plan.served_model_name}, tp=1)" in unit
     assert exec_start(("a", "50%", "$HOME")) == "a 50%% '$$HOME'"
     _systemd_verify(tmp_path / "rag-sglang.service", unit)
 
@@ -208,8 +205,10 @@ def test_gateway_command_and_unit(tmp_path: Path) -> None:
     assert argv[argv.index("--cache-threshold") + 1] == "0.3"
     assert argv[argv.index("--balance-abs-threshold") + 1] == "64"
     assert argv[argv.index("--balance-rel-threshold") + 1] == "1.5"
-    unit = gateway_unit(cfg, working_directory=str(tmp_path))
+    unit = render_unit(gateway_spec(cfg, user="sglang", working_directory=str(tmp_path)))
     assert f"ExecStart={cfg.command()}\n" in unit and "Restart=on-failure" in unit
+    assert "RestartSec=5\n" in unit and "TimeoutStartSec=120" in unit
+    assert 'Environment="HF_HUB_OFFLINE=1"' in unit
     _systemd_verify(tmp_path / "rag-gateway.service", unit)
     for bad in ((), ("10.0.0.1:30000",), ("http://a:1", "http://a:1")):
         with pytest.raises(ValueError):
@@ -237,78 +236,3 @@ def test_plan_cli_help_and_table(tmp_path: Path) -> None:
     assert table.returncode == 0, table.stderr
     assert "--mem-fraction-static   0.861" in table.stdout
     assert "sglang.launch_server" in table.stdout
-
-
-# ---- launcher: real processes, real HTTP -----------------------------------------------------
-
-FAKE_SERVER = """
-import sys, time
-from http.server import BaseHTTPRequestHandler, HTTPServer
-port = int(sys.argv[sys.argv.index("--port") + 1])
-ready_at = time.monotonic() + float(sys.argv[sys.argv.index("--ready-after") + 1])
-class H(BaseHTTPRequestHandler):
-    def do_GET(self):
-        ok = self.path == "/health_generate" and time.monotonic() >= ready_at
-        self.send_response(200 if ok else 503)
-        self.end_headers()
-    def log_message(self, *a):
-        pass
-print("fake sglang listening", flush=True)
-HTTPServer(("127.0.0.1", port), H).serve_forever()
-"""
-
-FAKE_OOM = """
-import sys
-print("Capturing cuda graph ...", flush=True)
-print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", file=sys.stderr)
-sys.exit(1)
-"""
-
-
-def _fake_plan(tmp_path: Path, body: str, *extra: str) -> LaunchPlan:
-    script = tmp_path / "fake_sglang.py"
-    script.write_text(textwrap.dedent(body))
-    port = free_port()
-    plan = plan_for("h100", "8b", port=port)
-    return replace(plan, argv=(sys.executable, str(script), "--port", str(port), *extra))
-
-
-def test_launcher_ready_then_stop(tmp_path: Path) -> None:
-    plan = _fake_plan(tmp_path, FAKE_SERVER, "--ready-after", "0.6")
-    launcher = SGLangLauncher(plan, tmp_path / "logs" / "sglang.log")
-    launcher.start()
-    try:
-        t0 = time.monotonic()
-        launcher.wait_ready(timeout_s=10, poll_s=0.1)
-        assert time.monotonic() - t0 >= 0.5  # it waited through the 503s
-        assert launcher.running()
-    finally:
-        code = launcher.stop(grace_s=5)
-    assert code is not None and not launcher.running()
-    assert "fake sglang listening" in (tmp_path / "logs" / "sglang.log").read_text()
-
-
-def test_launcher_oom_names_the_knobs(tmp_path: Path) -> None:
-    launcher = SGLangLauncher(_fake_plan(tmp_path, FAKE_OOM), tmp_path / "sglang.log")
-    launcher.start()
-    with pytest.raises(LaunchFailed) as info:
-        launcher.wait_ready(timeout_s=10, poll_s=0.1)
-    launcher.stop(grace_s=1)
-    err = info.value
-    assert err.oom and "CUDA out of memory" in err.log_tail
-    for knob in ("--mem-fraction-static", "--chunked-prefill-size", "--max-running-requests"):
-        assert knob in str(err)
-    assert "exited with code 1" in str(err)
-
-
-def test_launcher_timeout(tmp_path: Path) -> None:
-    plan = _fake_plan(tmp_path, FAKE_SERVER, "--ready-after", "3600")
-    launcher = SGLangLauncher(plan, tmp_path / "sglang.log")
-    launcher.start()
-    try:
-        with pytest.raises(LaunchFailed) as info:
-            launcher.wait_ready(timeout_s=1.0, poll_s=0.1)
-    finally:
-        launcher.stop(grace_s=2)
-    assert "not ready after 1 s" in str(info.value) and not info.value.oom
-    assert "fake sglang listening" in info.value.log_tail

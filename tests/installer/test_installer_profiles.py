@@ -15,9 +15,11 @@ import pytest
 from support.paths import FIXTURES, REPO
 
 from appliance.core.config import load_config
+from engine.sglang.gateway import gateway_for
 from engine.sglang.gpu_info import parse_nvidia_smi
 from engine.sglang.model_shape import load_shape
 from engine.sglang.tuning import SiteNeeds, tune
+from engine.sglang.units import gateway_spec, render_unit, server_spec
 from installer.bundle import BundleError, verify_bundle, write_sums
 from installer.detect import Facts, cuda_version_from_smi, pick_profile
 from installer.layout import Layout
@@ -155,6 +157,10 @@ def test_gpu_units_carry_the_tuned_launch(
     assert fraction_band[0] <= fraction <= fraction_band[1]
     assert "Restart=on-failure" in rendered.units["engine"]
     assert "TimeoutStartSec=1800" in rendered.units["engine"]
+    # the one builder of the SGLang server unit (engine.sglang.units) made it
+    wd = str(layout.data_dir)
+    spec = server_spec(expected, user="appliance", working_directory=wd)
+    assert rendered.units["engine"] == render_unit(spec)
     app = rendered.units["app"]
     assert exec_start(app)[-1] == "serve" and "After=network-online.target appliance-engine" in app
     verify_units(layout, rendered.units)
@@ -178,7 +184,8 @@ def test_cpu_and_multi_node_units_and_configs(tmp_path: Path) -> None:
     assert all("Restart=on-failure" in u for u in cpu.values())
     verify_units(layout, cpu)
 
-    text = render_config("cpu", layout, opts, "s3cret-s3cret", "/m/llm", "")
+    text = render_config("cpu", layout, opts, "/m/llm", "")
+    assert "secret_key" not in text  # nothing reads it (a legacy one is ignored, see config)
     path = tmp_path / "cpu.toml"
     path.write_text(text)
     config = load_config(path, environ={})
@@ -194,7 +201,15 @@ def test_cpu_and_multi_node_units_and_configs(tmp_path: Path) -> None:
     gateway = exec_start(multi["gateway"])
     assert gateway[1:4] == ["-m", "smg", "launch"] and all(w in gateway for w in workers)
     assert "appliance-gateway.service" in multi["app"]
-    path.write_text(render_config("multi-node", layout, multi_opts, "s3cret-s3cret", "/m", ""))
+    # the same gateway unit `appliance gateway unit` renders: one builder, one set of values
+    spec = gateway_spec(
+        gateway_for(workers, port=30080, python=str(layout.python)),
+        user="appliance",
+        working_directory=str(layout.data_dir),
+    )
+    assert multi["gateway"] == render_unit(spec)
+    assert "RestartSec=5\n" in multi["gateway"] and "TimeoutStartSec=120\n" in multi["gateway"]
+    path.write_text(render_config("multi-node", layout, multi_opts, "/m", ""))
     config = load_config(path, environ={})
     assert config.engine.sglang_url == "http://127.0.0.1:30080"
     assert config.engine.sglang_worker_urls == workers

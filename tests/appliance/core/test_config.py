@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from appliance.core.config import DEFAULT_SECRET, AppConfig, ConfigError, load_config
+from appliance.core.config import AppConfig, ConfigError, load_config
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -39,7 +39,6 @@ def test_defaults_without_file_or_env():
     assert cfg.rag.chunk_tokens == 256
     assert cfg.rag.chunk_overlap_tokens == 32
     assert cfg.security.environment == "development"
-    assert cfg.security.secret_key == DEFAULT_SECRET
     assert cfg == AppConfig()
 
 
@@ -184,21 +183,35 @@ def test_multiple_errors_still_one_line():
 # --- semantic validation ----------------------------------------------------------------
 
 
-def test_production_with_default_secret_is_refused():
-    message = _error(environ={"APPLIANCE_SECURITY__ENVIRONMENT": "production"})
-    assert "security" in message
-    assert "secret_key" in message
-
-
-def test_production_with_real_secret_is_accepted():
-    cfg = load_config(
+def test_legacy_secret_key_is_ignored_with_a_warning(tmp_path, caplog):
+    # what installers before secret_key was dropped wrote into /etc/appliance/appliance.toml
+    path = _write(
+        tmp_path,
+        '[security]\nenvironment = "production"\nsecret_key = "s3cr3t-from-the-installer"\n'
+        "session_ttl_hours = 8\n",
+    )
+    with caplog.at_level("WARNING", logger="appliance.core.config"):
+        cfg = load_config(path, environ={})
+    assert cfg.security.environment == "production" and cfg.security.session_ttl_hours == 8
+    assert not hasattr(cfg.security, "secret_key")
+    assert cfg == load_config(
         environ={
             "APPLIANCE_SECURITY__ENVIRONMENT": "production",
-            "APPLIANCE_SECURITY__SECRET_KEY": "s3cr3t-from-the-installer",
+            "APPLIANCE_SECURITY__SESSION_TTL_HOURS": "8",
         }
     )
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "security.secret_key" in warned[0] and "ignored" in warned[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="appliance.core.config"):
+        load_config(environ={"APPLIANCE_SECURITY__SECRET_KEY": "x"})  # the env override too
+    assert any("security.secret_key" in r.getMessage() for r in caplog.records)
+    assert "security.secret: unknown key" in _error(environ={"APPLIANCE_SECURITY__SECRET": "x"})
+
+
+def test_production_needs_no_secret():
+    cfg = load_config(environ={"APPLIANCE_SECURITY__ENVIRONMENT": "production"})
     assert cfg.security.environment == "production"
-    assert cfg.security.secret_key == "s3cr3t-from-the-installer"
 
 
 @pytest.mark.parametrize("overlap", [64, 100])
