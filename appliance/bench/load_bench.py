@@ -193,8 +193,7 @@ def _outcome_rows(turns: list[Turn]) -> list[list[object]]:
     return rows
 
 
-def main(argv: list[str], config: AppConfig) -> int:
-    """``appliance bench load``: see the module docstring."""
+def _parser(config: AppConfig) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="appliance bench load")
     p.add_argument("--url", default=f"http://127.0.0.1:{config.server.port}")
     p.add_argument("--sessions", type=int, default=32)
@@ -207,7 +206,11 @@ def main(argv: list[str], config: AppConfig) -> int:
     p.add_argument("--kill-engine-after", type=float, help="SIGKILL the engine after S seconds")
     p.add_argument("--engine-pid", type=int)
     p.add_argument("--restart-cmd", help="shell command that restarts the engine")
-    args = p.parse_args(argv)
+    return p
+
+
+def _check_bounds(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``p.error`` (exit 2) for an unbounded run, or one that targets another machine."""
     if not 1 <= args.sessions <= MAX_SESSIONS or not 1 <= args.turns <= MAX_TURNS:
         p.error(f"--sessions 1..{MAX_SESSIONS} and --turns 1..{MAX_TURNS}")
     if not 0 < args.duration <= MAX_DURATION_S:
@@ -217,6 +220,13 @@ def main(argv: list[str], config: AppConfig) -> int:
     host = args.url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]
     if host not in ("127.0.0.1", "localhost", "[::1]") and not host.startswith("127."):
         p.error("the load bench only targets the app on this machine (loopback)")
+
+
+def main(argv: list[str], config: AppConfig) -> int:
+    """``appliance bench load``: see the module docstring."""
+    p = _parser(config)
+    args = p.parse_args(argv)
+    _check_bounds(p, args)
     try:
         httpx.get(f"{args.url}/health", timeout=10)
     except httpx.HTTPError as exc:
@@ -245,6 +255,18 @@ def main(argv: list[str], config: AppConfig) -> int:
     if killer is not None:
         killer.thread.join(timeout=330)
     lost = lost_messages(args.url, base + plans)
+    return _report(args, base, plans, wall, lost, killer)
+
+
+def _report(
+    args: argparse.Namespace,
+    base: list[SessionPlan],
+    plans: list[SessionPlan],
+    wall: float,
+    lost: list[str],
+    killer: EngineKiller | None,
+) -> int:
+    """Print the tables; 0 when nothing was lost and every turn ended clearly, else 1."""
     load = _turns(plans)
     print(
         f"appliance bench load: {args.url}, {args.sessions} sessions x {args.turns} turns, "

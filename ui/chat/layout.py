@@ -88,11 +88,92 @@ class ChatComponents:
         ]
 
 
+@dataclass(frozen=True)
+class _Header:
+    title: gr.Markdown
+    lang_switch: gr.Radio
+    logout: gr.Button
+
+
+@dataclass(frozen=True)
+class _Sidebar:
+    new: gr.Button
+    conversations: gr.Radio
+    manage: gr.Accordion
+    rename_box: gr.Textbox
+    rename: gr.Button
+    delete: gr.Button
+    keys: KeysPanel
+
+
+@dataclass(frozen=True)
+class _ChatColumn:
+    chatbot: gr.Chatbot
+    question: gr.Textbox
+    send: gr.Button
+    stop: gr.Button
+    regenerate: gr.Button
+
+
+@dataclass(frozen=True)
+class _EvidenceColumn:
+    sources_heading: gr.Markdown
+    sources: gr.HTML
+    panel_heading: gr.Markdown
+    panel: gr.HTML
+    chart_heading: gr.Markdown
+    chart: gr.HTML
+    feedback_heading: gr.Markdown
+    comment: gr.Textbox
+    send_feedback: gr.Button
+    feedback_status: gr.Markdown
+
+
 def build_layout(auth: AuthService, lang: str = "en") -> ChatComponents:
     """Lay out the page (call inside ``gr.Blocks``); words start in ``lang``."""
     lang_state = gr.State(lang)
     lang_pref = gr.BrowserState("", storage_key="appliance_lang")
     conv, ids, rated = gr.State(None), gr.State([]), gr.State(None)
+    head = _header(lang)
+    with gr.Row():  # left to right, in creation order
+        side = _sidebar(auth, lang)
+        chat = _chat_column(lang)
+        ev = _evidence_column(lang)
+    return ChatComponents(
+        lang=lang_state,
+        lang_pref=lang_pref,
+        conv=conv,
+        ids=ids,
+        rated=rated,
+        title=head.title,
+        lang_switch=head.lang_switch,
+        logout=head.logout,
+        conversations=side.conversations,
+        new=side.new,
+        manage=side.manage,
+        rename_box=side.rename_box,
+        rename=side.rename,
+        delete=side.delete,
+        chatbot=chat.chatbot,
+        question=chat.question,
+        send=chat.send,
+        stop=chat.stop,
+        regenerate=chat.regenerate,
+        sources_heading=ev.sources_heading,
+        sources=ev.sources,
+        panel_heading=ev.panel_heading,
+        panel=ev.panel,
+        chart_heading=ev.chart_heading,
+        chart=ev.chart,
+        feedback_heading=ev.feedback_heading,
+        comment=ev.comment,
+        send_feedback=ev.send_feedback,
+        feedback_status=ev.feedback_status,
+        keys=side.keys,
+    )
+
+
+def _header(lang: str) -> _Header:
     with gr.Row():
         title = gr.Markdown(f"## {t(lang, 'app.title')}", elem_id="title")
         lang_switch = gr.Radio(
@@ -106,74 +187,68 @@ def build_layout(auth: AuthService, lang: str = "en") -> ChatComponents:
         logout = gr.Button(
             t(lang, "nav.logout"), link="/logout", size="sm", scale=0, elem_id="logout"
         )
-    with gr.Row():
-        with gr.Column(scale=1, min_width=220):
-            new = gr.Button(t(lang, "conv.new"), elem_id="new-chat", variant="secondary")
-            conversations = gr.Radio(
-                [], label=t(lang, "conv.heading"), elem_id="conversations", type="value"
-            )
-            with gr.Accordion(t(lang, "conv.manage"), open=False, elem_id="manage") as manage:
-                rename_box = gr.Textbox(
-                    label=t(lang, "conv.rename_label"), elem_id="rename-box", max_lines=1
-                )
-                with gr.Row():
-                    rename = gr.Button(t(lang, "conv.rename"), size="sm", elem_id="rename")
-                    delete = gr.Button(
-                        t(lang, "conv.delete"), size="sm", variant="stop", elem_id="delete"
-                    )
-            keys = KeysPanel(auth, lang)
-        with gr.Column(scale=3):
-            chatbot = gr.Chatbot(
-                label=t(lang, "chat.label"),
-                height=520,
-                elem_id="chatbot",
-                buttons=["copy"],
-                feedback_options=("Like", "Dislike"),
-            )
-            question = gr.Textbox(
-                label=t(lang, "chat.question"),
-                placeholder=t(lang, "chat.placeholder"),
-                elem_id="question",
-                lines=2,
+    return _Header(title, lang_switch, logout)
+
+
+def _sidebar(auth: AuthService, lang: str) -> _Sidebar:
+    """Conversations (new, pick, rename, delete) and the API keys panel."""
+    with gr.Column(scale=1, min_width=220):
+        new = gr.Button(t(lang, "conv.new"), elem_id="new-chat", variant="secondary")
+        conversations = gr.Radio(
+            [], label=t(lang, "conv.heading"), elem_id="conversations", type="value"
+        )
+        with gr.Accordion(t(lang, "conv.manage"), open=False, elem_id="manage") as manage:
+            rename_box = gr.Textbox(
+                label=t(lang, "conv.rename_label"), elem_id="rename-box", max_lines=1
             )
             with gr.Row():
-                send = gr.Button(t(lang, "chat.send"), variant="primary", elem_id="send")
-                stop = gr.Button(t(lang, "chat.stop"), elem_id="stop")
-                regenerate = gr.Button(t(lang, "chat.regenerate"), elem_id="regenerate")
-        with gr.Column(scale=2):
-            sources_heading = gr.Markdown(f"### {t(lang, 'sources.heading')}")
-            sources = gr.HTML("", elem_id="sources")
-            with gr.Column(elem_id="answer-panel"):
-                panel_heading = gr.Markdown(f"### {t(lang, 'panel.heading')}")
-                panel = gr.HTML("", elem_id="panel")
-                chart_heading = gr.Markdown(f"#### {t(lang, 'chart.heading')}")
-                chart = gr.HTML("", elem_id="chart")
-            feedback_heading = gr.Markdown(f"#### {t(lang, 'feedback.heading')}")
-            comment = gr.Textbox(
-                label=t(lang, "feedback.comment"), elem_id="feedback-comment", max_lines=3
-            )
-            send_feedback = gr.Button(t(lang, "feedback.send"), size="sm", elem_id="send-feedback")
-            feedback_status = gr.Markdown("", elem_id="feedback-status")
-    return ChatComponents(
-        lang_state,
-        lang_pref,
-        conv,
-        ids,
-        rated,
-        title,
-        lang_switch,
-        logout,
-        conversations,
-        new,
-        manage,
-        rename_box,
-        rename,
-        delete,
-        chatbot,
-        question,
-        send,
-        stop,
-        regenerate,
+                rename = gr.Button(t(lang, "conv.rename"), size="sm", elem_id="rename")
+                delete = gr.Button(
+                    t(lang, "conv.delete"), size="sm", variant="stop", elem_id="delete"
+                )
+        keys = KeysPanel(auth, lang)
+    return _Sidebar(new, conversations, manage, rename_box, rename, delete, keys)
+
+
+def _chat_column(lang: str) -> _ChatColumn:
+    with gr.Column(scale=3):
+        chatbot = gr.Chatbot(
+            label=t(lang, "chat.label"),
+            height=520,
+            elem_id="chatbot",
+            buttons=["copy"],
+            feedback_options=("Like", "Dislike"),
+        )
+        question = gr.Textbox(
+            label=t(lang, "chat.question"),
+            placeholder=t(lang, "chat.placeholder"),
+            elem_id="question",
+            lines=2,
+        )
+        with gr.Row():
+            send = gr.Button(t(lang, "chat.send"), variant="primary", elem_id="send")
+            stop = gr.Button(t(lang, "chat.stop"), elem_id="stop")
+            regenerate = gr.Button(t(lang, "chat.regenerate"), elem_id="regenerate")
+    return _ChatColumn(chatbot, question, send, stop, regenerate)
+
+
+def _evidence_column(lang: str) -> _EvidenceColumn:
+    """Sources, the answer panel and its chart, and feedback."""
+    with gr.Column(scale=2):
+        sources_heading = gr.Markdown(f"### {t(lang, 'sources.heading')}")
+        sources = gr.HTML("", elem_id="sources")
+        with gr.Column(elem_id="answer-panel"):
+            panel_heading = gr.Markdown(f"### {t(lang, 'panel.heading')}")
+            panel = gr.HTML("", elem_id="panel")
+            chart_heading = gr.Markdown(f"#### {t(lang, 'chart.heading')}")
+            chart = gr.HTML("", elem_id="chart")
+        feedback_heading = gr.Markdown(f"#### {t(lang, 'feedback.heading')}")
+        comment = gr.Textbox(
+            label=t(lang, "feedback.comment"), elem_id="feedback-comment", max_lines=3
+        )
+        send_feedback = gr.Button(t(lang, "feedback.send"), size="sm", elem_id="send-feedback")
+        feedback_status = gr.Markdown("", elem_id="feedback-status")
+    return _EvidenceColumn(
         sources_heading,
         sources,
         panel_heading,
@@ -184,5 +259,4 @@ def build_layout(auth: AuthService, lang: str = "en") -> ChatComponents:
         comment,
         send_feedback,
         feedback_status,
-        keys,
     )

@@ -163,6 +163,21 @@ def run(
         engine.close()
 
 
+ENGINE_HEADERS = (
+    "strategy",
+    "hit ratio",
+    "prefill tokens",
+    "TTFT p50",
+    "TTFT p95",
+    "p50 vs relevance",
+    "p50 first / follow-up",
+    "[n] cites gold",
+    "cites or quotes gold",
+    "quality vs relevance (pts)",
+    "riders slice/QA",
+)
+
+
 def _on_engine(
     config: AppConfig,
     engine: EmbeddedEngine,
@@ -174,80 +189,91 @@ def _on_engine(
     riders: int = 0,
 ) -> tuple[list[str], list[tuple[str, str, str]]]:
     """TTFT on a slice of the workload, and QA quality, on the embedded engine."""
-    from appliance.bench.ordering.engine import (
-        engine_run,
-        qa_items,
-        qa_run,
-        sample_corpus_retrieval,
-    )
-    from engine.embedded.engine import EmbeddedEngine
-
     kv = config.engine.kv_budget_tokens
     labels = [v.label for v in names]
     er = {}
     if engine_turns:
-        # one engine per strategy (the same model and budget), played turn by turn
-        extra = [EmbeddedEngine(engine.model_dir, kv_budget_tokens=kv) for _ in names[1:]]
-        try:
-            engines = dict(zip(labels, [engine, *extra], strict=True))
-            er = engine_run(engines, workload, workload.turns[:engine_turns], kv, names)
-        finally:
-            for e in extra:
-                e.close()
+        er = _engine_slice(engine, workload, names, engine_turns, kv)
     quality = {}
     if qa:
-        from rag.embeddings import Embedder
-
-        items = qa_items(qa)
-        embedder = Embedder(config.rag.embedding_model_path)
-        questions = [i["question"] for i in items]
-        plain, deep = sample_corpus_retrieval(config, engine, embedder, questions, riders)
-        system = config.chat.system_prompt
-        quality = qa_run(
-            engine, items, plain, system, names, kv, answer_tokens, with_riders=deep, wave=4
-        )
+        quality = _qa_quality(config, engine, names, qa, answer_tokens, riders)
     base_p50 = statistics.median(er["relevance"].ttfts) if er else 0.0
     base_q = quality["relevance"].grounded_score if quality else 0.0
-    rows = []
-    for name in labels:
-        r, q = er.get(name), quality.get(name)
-        p50 = statistics.median(r.ttfts) if r else 0.0
-        rows.append(
-            (
-                name,
-                f"{r.hit_ratio:.3f}" if r else "-",
-                f"{r.prefill_tokens:,}" if r else "-",
-                f"{p50 * 1000:.0f} ms" if r else "-",
-                f"{_p(r.ttfts, 0.95) * 1000:.0f} ms" if r else "-",
-                fmt_ratio(p50, base_p50) if r else "-",
-                " / ".join(_ms_p50(r.ttfts_of(f)) for f in (True, False)) if r else "-",
-                f"{q.hits}/{q.questions}" if q else "-",
-                f"{q.grounded}/{q.questions} ({q.retrieved} in prompt)" if q else "-",
-                f"{q.grounded_score - base_q:+.1f}" if q else "-",
-                f"{r.riders}/{q.riders if q else 0}" if r else (f"-/{q.riders}" if q else "-"),
-            )
-        )
-    headers = (
-        "strategy",
-        "hit ratio",
-        "prefill tokens",
-        "TTFT p50",
-        "TTFT p95",
-        "p50 vs relevance",
-        "p50 first / follow-up",
-        "[n] cites gold",
-        "cites or quotes gold",
-        "quality vs relevance (pts)",
-        "riders slice/QA",
-    )
+    rows = [_engine_row(name, er, quality, base_p50, base_q) for name in labels]
     lines = [
         f"embedded engine: {len(workload.turns[:engine_turns])} turns of the workload, KV budget "
         f"{kv:,} tokens, one engine per strategy, turns interleaved; quality: {qa} QA "
         f"questions over the sample corpus in waves of 4, top-{config.rag.top_k} ({RIDERS}: "
         f"and the next {riders} of a top-{config.rag.top_k + riders} search as candidates); "
         "riders sent: on the slice / in QA",
-        render(headers, rows),
+        render(ENGINE_HEADERS, rows),
     ]
+    return lines, _engine_targets(er, quality, base_p50, base_q)
+
+
+def _engine_slice(
+    engine: EmbeddedEngine,
+    workload: Workload,
+    names: list[Variant],
+    engine_turns: int,
+    kv: int,
+) -> dict:
+    """One engine per strategy (the same model and budget), played turn by turn."""
+    from appliance.bench.ordering.engine import engine_run
+    from engine.embedded.engine import EmbeddedEngine
+
+    labels = [v.label for v in names]
+    extra = [EmbeddedEngine(engine.model_dir, kv_budget_tokens=kv) for _ in names[1:]]
+    try:
+        engines = dict(zip(labels, [engine, *extra], strict=True))
+        return engine_run(engines, workload, workload.turns[:engine_turns], kv, names)
+    finally:
+        for e in extra:
+            e.close()
+
+
+def _qa_quality(
+    config: AppConfig,
+    engine: EmbeddedEngine,
+    names: list[Variant],
+    qa: int,
+    answer_tokens: int,
+    riders: int,
+) -> dict:
+    """The sample corpus's QA set, per strategy."""
+    from appliance.bench.ordering.engine import qa_items, qa_run, sample_corpus_retrieval
+    from rag.embeddings import Embedder
+
+    items = qa_items(qa)
+    embedder = Embedder(config.rag.embedding_model_path)
+    questions = [i["question"] for i in items]
+    plain, deep = sample_corpus_retrieval(config, engine, embedder, questions, riders)
+    system = config.chat.system_prompt
+    kv = config.engine.kv_budget_tokens
+    return qa_run(engine, items, plain, system, names, kv, answer_tokens, with_riders=deep, wave=4)
+
+
+def _engine_row(name: str, er: dict, quality: dict, base_p50: float, base_q: float) -> tuple:
+    r, q = er.get(name), quality.get(name)
+    p50 = statistics.median(r.ttfts) if r else 0.0
+    return (
+        name,
+        f"{r.hit_ratio:.3f}" if r else "-",
+        f"{r.prefill_tokens:,}" if r else "-",
+        f"{p50 * 1000:.0f} ms" if r else "-",
+        f"{_p(r.ttfts, 0.95) * 1000:.0f} ms" if r else "-",
+        fmt_ratio(p50, base_p50) if r else "-",
+        " / ".join(_ms_p50(r.ttfts_of(f)) for f in (True, False)) if r else "-",
+        f"{q.hits}/{q.questions}" if q else "-",
+        f"{q.grounded}/{q.questions} ({q.retrieved} in prompt)" if q else "-",
+        f"{q.grounded_score - base_q:+.1f}" if q else "-",
+        f"{r.riders}/{q.riders if q else 0}" if r else (f"-/{q.riders}" if q else "-"),
+    )
+
+
+def _engine_targets(
+    er: dict, quality: dict, base_p50: float, base_q: float
+) -> list[tuple[str, str, str]]:
     targets = []
     for name in ("prefix", RIDERS):
         label = "" if name == "prefix" else f" ({RIDERS})"
@@ -261,4 +287,4 @@ def _on_engine(
             targets.append(
                 (f"quality >= relevance - 2 pts{label}", f"{delta:+.1f} pts", yes(delta >= -2))
             )
-    return lines, targets
+    return targets

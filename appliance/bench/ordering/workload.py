@@ -81,6 +81,154 @@ def system_prompt(rng: np.random.Generator, vocab: np.ndarray, words: int) -> st
     return "\n".join(lines)
 
 
+def _vocabulary(rng: np.random.Generator) -> np.ndarray:
+    return np.array(
+        [
+            "".join(rng.choice(list("abcdefghiklmnoprstuvy"), size=rng.integers(3, 9)))
+            for _ in range(3000)
+        ]
+    )
+
+
+def _handbook(
+    rng: np.random.Generator, vocab: np.ndarray, topics: int, chunks_per_topic: int, words: int
+) -> list[RetrievedChunk]:
+    """``chunks_per_topic`` chunks for each topic, topic by topic."""
+    chunks: list[RetrievedChunk] = []
+    for t in range(topics):
+        for j in range(chunks_per_topic):
+            chunks.append(
+                RetrievedChunk(
+                    chunk_id=t * chunks_per_topic + j + 1,
+                    document_id=t + 1,
+                    title=f"Handbook {t + 1}",
+                    section=f"Part {j + 1}",
+                    page=None,
+                    text=_words(rng, vocab, words),
+                    source=f"handbook-{t + 1}.md",
+                    score=0.0,
+                )
+            )
+    return chunks
+
+
+@dataclass(frozen=True)
+class _Retriever:
+    """Simulated retrieval: ranked chunk lists by topic and chunk popularity, a share from
+    other topics; the candidates beyond the top-k are drawn on ``extra_rng`` only."""
+
+    rng: np.random.Generator
+    extra_rng: np.random.Generator
+    chunks: list[RetrievedChunk]
+    topics: int
+    chunks_per_topic: int
+    top_k: int
+    n_candidates: int
+    foreign_share: float
+    intents: int
+    paraphrase_noise: float
+    topic_p: np.ndarray
+    topic_order: np.ndarray  # popularity rank -> topic
+    chunk_p: np.ndarray
+    bases: list[list[np.ndarray]]  # per topic, the ranked lists of its recurring questions
+    intent_p: np.ndarray | None
+
+    def topic(self, rng: np.random.Generator) -> int:
+        """A topic by popularity."""
+        return int(self.topic_order[rng.choice(self.topics, p=self.topic_p)])
+
+    def foreign(self, rng: np.random.Generator) -> RetrievedChunk:
+        """A chunk of a topic drawn by popularity, itself drawn by popularity in that topic."""
+        other = self.topic(rng)
+        return self.chunks[
+            other * self.chunks_per_topic + int(rng.choice(self.chunks_per_topic, p=self.chunk_p))
+        ]
+
+    def more(
+        self, topic: int, own: list[int], picked: list[RetrievedChunk]
+    ) -> list[RetrievedChunk]:
+        """Ranks top_k+1..: the topic's other chunks by popularity, a share from other topics
+        (the same draw as the top-k's, continued, on the candidates' own random stream)."""
+        chunks, chunk_p, extra_rng = self.chunks, self.chunk_p, self.extra_rng
+        base = topic * self.chunks_per_topic
+        rest = np.array(
+            [
+                j
+                for j in range(self.chunks_per_topic)
+                if j not in own and chunks[base + j] not in picked
+            ]
+        )
+        n = min(self.n_candidates, len(rest))
+        if not n:
+            return []
+        p = chunk_p[rest] / chunk_p[rest].sum()
+        drawn = extra_rng.choice(rest, size=n, replace=False, p=p)
+        out = [chunks[base + int(j)] for j in drawn]
+        for i in range(n):
+            if extra_rng.random() < self.foreign_share:
+                cand = self.foreign(extra_rng)
+                if cand not in picked and cand not in out:
+                    out[i] = cand
+        return out
+
+    def _own(self, topic: int) -> list:
+        """The topic's chunk indexes for one question, the most relevant first."""
+        rng, top_k = self.rng, self.top_k
+        if not self.intents:
+            return list(
+                rng.choice(self.chunks_per_topic, size=top_k, replace=False, p=self.chunk_p)
+            )
+        # a paraphrase of a recurring question: its list, lightly perturbed
+        own = list(self.bases[topic][int(rng.choice(self.intents, p=self.intent_p))])
+        if rng.random() < self.paraphrase_noise:
+            j = int(rng.choice(self.chunks_per_topic, p=self.chunk_p))
+            if j not in own:
+                own[int(rng.integers(1, top_k))] = j
+        if rng.random() < self.paraphrase_noise:
+            i = int(rng.integers(0, top_k - 1))
+            own[i], own[i + 1] = own[i + 1], own[i]
+        return own
+
+    def retrieve(self, topic: int) -> tuple[tuple[RetrievedChunk, ...], tuple[RetrievedChunk, ...]]:
+        """The top-k, most relevant first, and the candidates ranked after them."""
+        own = self._own(topic)
+        picked = [self.chunks[topic * self.chunks_per_topic + int(j)] for j in own]
+        for i in range(1, self.top_k):  # a share of the hits comes from other topics
+            if self.rng.random() < self.foreign_share:
+                cand = self.foreign(self.rng)
+                if cand not in picked:
+                    picked[i] = cand
+        ranked = [*picked, *self.more(topic, [int(j) for j in own], picked)]
+        scored = [replace(c, score=round(1.0 - 0.1 * r, 3)) for r, c in enumerate(ranked)]
+        return tuple(scored[: self.top_k]), tuple(scored[self.top_k :])
+
+
+def _arrivals(
+    rng: np.random.Generator,
+    vocab: np.ndarray,
+    retriever: _Retriever,
+    sessions: int,
+    drift: float,
+    answer_words: int,
+) -> tuple[Turn, ...]:
+    """Every session's turns, sessions arriving over time; in arrival order, interleaved."""
+    timed: list[tuple[float, Turn]] = []
+    for s in range(sessions):
+        start = s * 1.0 + rng.random()
+        topic = retriever.topic(rng)
+        clock = start
+        for turn in range(int(rng.integers(1, 6))):
+            if turn and rng.random() < drift:
+                topic = retriever.topic(rng)
+            question = f"Question about handbook {topic + 1}: {_words(rng, vocab, 10)}?"
+            answer = f"{_words(rng, vocab, answer_words)} [1]."
+            retrieved, ranked_more = retriever.retrieve(topic)
+            timed.append((clock, Turn(s, turn, question, retrieved, answer, ranked_more)))
+            clock += 2.0 + 6.0 * rng.random()  # think time: sessions interleave
+    timed.sort(key=lambda x: x[0])
+    return tuple(t for _, t in timed)
+
+
 def make_workload(
     sessions: int,
     *,
@@ -102,102 +250,35 @@ def make_workload(
 ) -> Workload:
     rng = np.random.default_rng(seed)
     extra_rng = np.random.default_rng([seed, 1])  # candidates only: leaves ``rng`` untouched
-    n_candidates = top_k if candidates is None else candidates
-    vocab = np.array(
-        [
-            "".join(rng.choice(list("abcdefghiklmnoprstuvy"), size=rng.integers(3, 9)))
-            for _ in range(3000)
-        ]
-    )
+    vocab = _vocabulary(rng)
     system = system_prompt(rng, vocab, system_words)
-    chunks: list[RetrievedChunk] = []
-    for t in range(topics):
-        for j in range(chunks_per_topic):
-            chunks.append(
-                RetrievedChunk(
-                    chunk_id=t * chunks_per_topic + j + 1,
-                    document_id=t + 1,
-                    title=f"Handbook {t + 1}",
-                    section=f"Part {j + 1}",
-                    page=None,
-                    text=_words(rng, vocab, chunk_words),
-                    source=f"handbook-{t + 1}.md",
-                    score=0.0,
-                )
-            )
+    chunks = _handbook(rng, vocab, topics, chunks_per_topic, chunk_words)
     if count_tokens is not None:
         chunks = [replace(c, token_count=count_tokens(c.text)) for c in chunks]
     topic_p = _zipf(topics, topic_zipf)
     topic_order = rng.permutation(topics)  # popularity rank -> topic
     chunk_p = _zipf(chunks_per_topic, chunk_zipf)
-
     # intents: per topic, the ranked lists that its recurring questions retrieve
     bases = [
         [rng.choice(chunks_per_topic, size=top_k, replace=False, p=chunk_p) for _ in range(intents)]
         for _ in range(topics)
     ]
-    intent_p = _zipf(intents, 1.0) if intents else None
-
-    def more(topic: int, own: list[int], picked: list[RetrievedChunk]) -> list[RetrievedChunk]:
-        """Ranks top_k+1..: the topic's other chunks by popularity, a share from other topics
-        (the same draw as the top-k's, continued, on the candidates' own random stream)."""
-        base = topic * chunks_per_topic
-        rest = np.array(
-            [j for j in range(chunks_per_topic) if j not in own and chunks[base + j] not in picked]
-        )
-        n = min(n_candidates, len(rest))
-        if not n:
-            return []
-        p = chunk_p[rest] / chunk_p[rest].sum()
-        drawn = extra_rng.choice(rest, size=n, replace=False, p=p)
-        out = [chunks[base + int(j)] for j in drawn]
-        for i in range(n):
-            if extra_rng.random() < foreign_share:
-                other = int(topic_order[extra_rng.choice(topics, p=topic_p)])
-                cand = chunks[
-                    other * chunks_per_topic + int(extra_rng.choice(chunks_per_topic, p=chunk_p))
-                ]
-                if cand not in picked and cand not in out:
-                    out[i] = cand
-        return out
-
-    def retrieve(topic: int) -> tuple[tuple[RetrievedChunk, ...], tuple[RetrievedChunk, ...]]:
-        if intents:  # a paraphrase of a recurring question: its list, lightly perturbed
-            own = list(bases[topic][int(rng.choice(intents, p=intent_p))])
-            if rng.random() < paraphrase_noise:
-                j = int(rng.choice(chunks_per_topic, p=chunk_p))
-                if j not in own:
-                    own[int(rng.integers(1, top_k))] = j
-            if rng.random() < paraphrase_noise:
-                i = int(rng.integers(0, top_k - 1))
-                own[i], own[i + 1] = own[i + 1], own[i]
-        else:
-            own = list(rng.choice(chunks_per_topic, size=top_k, replace=False, p=chunk_p))
-        picked = [chunks[topic * chunks_per_topic + int(j)] for j in own]
-        for i in range(1, top_k):  # a share of the hits comes from other topics
-            if rng.random() < foreign_share:
-                other = int(topic_order[rng.choice(topics, p=topic_p)])
-                cand = chunks[
-                    other * chunks_per_topic + int(rng.choice(chunks_per_topic, p=chunk_p))
-                ]
-                if cand not in picked:
-                    picked[i] = cand
-        ranked = [*picked, *more(topic, [int(j) for j in own], picked)]
-        scored = [replace(c, score=round(1.0 - 0.1 * r, 3)) for r, c in enumerate(ranked)]
-        return tuple(scored[:top_k]), tuple(scored[top_k:])
-
-    timed: list[tuple[float, Turn]] = []
-    for s in range(sessions):
-        start = s * 1.0 + rng.random()
-        topic = int(topic_order[rng.choice(topics, p=topic_p)])
-        clock = start
-        for turn in range(int(rng.integers(1, 6))):
-            if turn and rng.random() < drift:
-                topic = int(topic_order[rng.choice(topics, p=topic_p)])
-            question = f"Question about handbook {topic + 1}: {_words(rng, vocab, 10)}?"
-            answer = f"{_words(rng, vocab, answer_words)} [1]."
-            retrieved, ranked_more = retrieve(topic)
-            timed.append((clock, Turn(s, turn, question, retrieved, answer, ranked_more)))
-            clock += 2.0 + 6.0 * rng.random()  # think time: sessions interleave
-    timed.sort(key=lambda x: x[0])
-    return Workload(system, tuple(chunks), tuple(t for _, t in timed))
+    retriever = _Retriever(
+        rng,
+        extra_rng,
+        chunks,
+        topics,
+        chunks_per_topic,
+        top_k,
+        top_k if candidates is None else candidates,
+        foreign_share,
+        intents,
+        paraphrase_noise,
+        topic_p,
+        topic_order,
+        chunk_p,
+        bases,
+        _zipf(intents, 1.0) if intents else None,
+    )
+    turns = _arrivals(rng, vocab, retriever, sessions, drift, answer_words)
+    return Workload(system, tuple(chunks), turns)
