@@ -4,22 +4,23 @@
 
 Bearer tokens as in ``appliance.api.chat`` (``POST /api/login``). The admin check is a dependency
 of the router itself, so every endpoint answers 401 without a valid token and 403 for a
-signed-in non-admin, before any work.
+signed-in non-admin, before any work. A refusal answers with the status of its ``ErrorKind``
+(``appliance.api.errors``) and the service's message as ``detail``.
 """
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, File, Form, Header, HTTPException, UploadFile
+from fastapi import APIRouter, Depends, File, Form, UploadFile
 from fastapi.responses import Response
 from pydantic import BaseModel
 
-from appliance.core.auth.principal import Principal
-from appliance.core.auth.service import AuthService
+from appliance.api.bearer import PrincipalParam, principal_param, session_admin
+from appliance.api.errors import refused
 from appliance.core.services.admin import AdminConsole, AdminError, Upload
+from appliance.core.services.admin.documents import AdminDocuments
 from appliance.core.services.admin.planner import PlanError, plan_capacity
+from appliance.core.services.admin.users import AdminUsers
 from appliance.core.services.settings import SettingsError
 from engine.base import EngineError
 
@@ -64,38 +65,10 @@ class PlanBody(BaseModel):
     concurrency: int = 32
 
 
-def bearer_admin(auth: AuthService):  # noqa: ANN201
-    """A dependency: the signed-in admin, else 401 (no/invalid token) or 403 (not admin)."""
-
-    def admin(authorization: Annotated[str | None, Header()] = None) -> Principal:
-        if not authorization or not authorization.lower().startswith("bearer "):
-            raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
-        found = auth.resolve(authorization.split(" ", 1)[1].strip())
-        if found is None:
-            raise HTTPException(401, "invalid or expired token", {"WWW-Authenticate": "Bearer"})
-        if not found.is_admin:
-            raise HTTPException(403, "administrators only")
-        return found
-
-    return admin
-
-
-@contextmanager
-def _refused(*errors: type[Exception], status: int = 400) -> Iterator[None]:
-    """A service's refusal (one of ``errors``) becomes an HTTP error carrying its message."""
-    try:
-        yield
-    except errors as exc:
-        raise HTTPException(status, str(exc)) from exc
-
-
-def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRouter:
-    admin = bearer_admin(console.auth)
-    router = APIRouter(prefix="/api/admin", dependencies=[Depends(admin)])
-    Admin = Annotated[Principal, Depends(admin)]
-    docs, users = console.documents, console.users
-
-    # ---- documents and collections --------------------------------------------------------
+def _document_routes(
+    router: APIRouter, docs: AdminDocuments, Admin: PrincipalParam, max_upload_bytes: int
+) -> None:
+    """Documents: list, upload, delete, re-index, move to another collection."""
 
     @router.get("/documents")
     def documents(collection: str = "") -> list[dict]:
@@ -109,25 +82,29 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
     ) -> list[dict]:
         # read one byte past the limit: the ingest service then refuses the file by name
         uploads = [Upload(f.filename or "upload", f.file.read(max_upload_bytes + 1)) for f in files]
-        with _refused(AdminError):
+        with refused(AdminError):
             return [asdict(r) for r in docs.upload(uploads, collection, who.username)]
 
     @router.delete("/documents/{document_id}")
     def delete_document(document_id: int, who: Admin) -> dict:
-        with _refused(AdminError, status=404):
+        with refused(AdminError, kind="not_found"):
             docs.delete(document_id, who.username)
         return {"ok": True}
 
     @router.post("/documents/{document_id}/reindex")
     def reindex(document_id: int, who: Admin) -> dict:
-        with _refused(AdminError, status=404):
+        with refused(AdminError, kind="not_found"):
             return {"chunks": docs.reindex(document_id, who.username)}
 
     @router.post("/documents/{document_id}/move")
     def move(document_id: int, body: MoveBody, who: Admin) -> dict:
-        with _refused(AdminError):
+        with refused(AdminError):
             docs.move(document_id, body.collection, who.username)
         return {"ok": True}
+
+
+def _collection_routes(router: APIRouter, docs: AdminDocuments, Admin: PrincipalParam) -> None:
+    """Collections (list, rename, delete), chunk search and the ingestion history."""
 
     @router.get("/collections")
     def collections() -> list[dict]:
@@ -135,24 +112,26 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
 
     @router.post("/collections/rename")
     def rename(body: RenameBody, who: Admin) -> dict:
-        with _refused(AdminError):
+        with refused(AdminError):
             return {"documents": docs.rename_collection(body.old, body.new, who.username)}
 
     @router.delete("/collections/{name}")
     def delete_collection(name: str, who: Admin) -> dict:
-        with _refused(AdminError):
+        with refused(AdminError):
             return {"documents": docs.delete_collection(name, who.username)}
 
     @router.get("/chunks")
     def search(q: str, k: int = 10, collection: str = "") -> list[dict]:
-        with _refused(AdminError):
+        with refused(AdminError):
             return docs.search_chunks(q, k, collection or None)
 
     @router.get("/ingestion-runs")
     def ingestion_runs(limit: int = 200) -> list[dict]:
         return docs.ingestion_history(limit)
 
-    # ---- users and API keys ---------------------------------------------------------------
+
+def _user_routes(router: APIRouter, users: AdminUsers, Admin: PrincipalParam) -> None:
+    """Users (list, create, change, reset a password) and their API keys."""
 
     @router.get("/users")
     def list_users() -> list[dict]:
@@ -160,7 +139,7 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
 
     @router.post("/users")
     def create_user(body: UserBody, who: Admin) -> dict:
-        with _refused(AdminError):
+        with refused(AdminError):
             password = users.create(
                 who.username, body.username, body.password, body.role, body.collections
             )
@@ -168,7 +147,7 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
 
     @router.patch("/users/{username}")
     def patch_user(username: str, body: UserPatch, who: Admin) -> dict:
-        with _refused(AdminError):
+        with refused(AdminError):
             if body.disabled is not None:
                 users.set_disabled(who.username, username, body.disabled)
             if body.role is not None:
@@ -179,7 +158,7 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
 
     @router.post("/users/{username}/password")
     def reset_password(username: str, body: PasswordBody, who: Admin) -> dict:
-        with _refused(AdminError):
+        with refused(AdminError):
             return {"password": users.reset_password(who.username, username, body.password)}
 
     @router.get("/api-keys")
@@ -188,16 +167,18 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
 
     @router.post("/api-keys")
     def create_key(body: KeyBody, who: Admin) -> dict:
-        with _refused(AdminError):
+        with refused(AdminError):
             return {"key": users.create_key(who.username, body.username, body.name)}
 
     @router.delete("/api-keys/{key_id}")
     def revoke_key(key_id: int, who: Admin) -> dict:
-        with _refused(AdminError, status=404):
+        with refused(AdminError, kind="not_found"):
             users.revoke_key(who.username, key_id)
         return {"ok": True}
 
-    # ---- engine, planner, settings ---------------------------------------------------------
+
+def _engine_routes(router: APIRouter, console: AdminConsole, Admin: PrincipalParam) -> None:
+    """The engine (status, recent series, flush its cache), the planner and the settings."""
 
     @router.get("/engine")
     def engine_status() -> dict:
@@ -214,13 +195,13 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
 
     @router.post("/engine/flush-cache")
     def flush_cache(who: Admin) -> dict:
-        with _refused(EngineError, status=502):
+        with refused(EngineError, kind="engine_error"):
             console.engine.flush_cache(who.username)
         return {"ok": True}
 
     @router.post("/planner")
     def planner(body: PlanBody) -> dict:
-        with _refused(PlanError):
+        with refused(PlanError):
             plan = plan_capacity(
                 body.gpu,
                 body.gpu_count,
@@ -237,10 +218,12 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
 
     @router.put("/settings")
     def put_settings(changes: dict[str, Any], who: Admin) -> dict:
-        with _refused(SettingsError):
+        with refused(SettingsError):
             return asdict(console.settings.update(who.username, changes))
 
-    # ---- audit and analytics --------------------------------------------------------------
+
+def _report_routes(router: APIRouter, console: AdminConsole) -> None:
+    """The audit log (JSON or CSV) and the usage analytics."""
 
     @router.get("/audit", response_model=None)
     def audit(
@@ -249,7 +232,7 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
         limit: int = 500,
         format: str = "json",  # noqa: A002
     ) -> Response | list[dict]:
-        with _refused(ValueError):
+        with refused(ValueError):
             if format == "csv":
                 headers = {"Content-Disposition": 'attachment; filename="audit.csv"'}
                 return Response(console.audit.csv(category, actor), 200, headers, "text/csv")
@@ -263,4 +246,15 @@ def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRoute
             "feedback": console.analytics.feedback(),
         }
 
+
+def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRouter:
+    """Every ``/api/admin`` route, behind the admin check."""
+    admin = session_admin(console.auth)
+    router = APIRouter(prefix="/api/admin", dependencies=[Depends(admin)])
+    Admin = principal_param(admin)
+    _document_routes(router, console.documents, Admin, max_upload_bytes)
+    _collection_routes(router, console.documents, Admin)
+    _user_routes(router, console.users, Admin)
+    _engine_routes(router, console, Admin)
+    _report_routes(router, console)
     return router

@@ -13,15 +13,16 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException
+from fastapi import APIRouter, FastAPI, Header, HTTPException
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
+from appliance.api.bearer import PrincipalParam, bearer_token, principal_param, session_user
+from appliance.api.errors import http_error, refused
 from appliance.core.auth.api_keys import ApiKeyError
-from appliance.core.auth.principal import Principal
 from appliance.core.auth.service import AuthService
+from appliance.core.errors import ChatError
 from appliance.core.services.chat import (
-    ChatError,
     ChatEvent,
     ChatService,
     DeltaEvent,
@@ -29,21 +30,13 @@ from appliance.core.services.chat import (
     ErrorEvent,
     RetrievalEvent,
 )
-from appliance.core.services.conversations import ConversationService
+from appliance.core.services.conversations import (
+    ConversationMessage,
+    ConversationService,
+    ConversationSummary,
+)
 from engine.base import Engine
 from engine.server.sse import ClosingStreamingResponse
-
-_STATUS = {
-    "empty": 400,
-    "too_long": 413,
-    "prompt_too_long": 413,
-    "not_found": 404,
-    "busy": 503,
-    "unavailable": 503,
-    "invalid": 400,
-    "invalid_request": 400,
-    "engine_error": 502,
-}
 
 
 class LoginBody(BaseModel):
@@ -110,13 +103,14 @@ def _sse(events: Iterator[ChatEvent], gone: threading.Event) -> Iterator[str]:
     yield "data: [DONE]\n\n"
 
 
-def _error(exc: ChatError) -> HTTPException:
-    headers = {}
-    if exc.retry_after_s is not None:
-        headers["Retry-After"] = str(max(1, round(exc.retry_after_s)))
-    return HTTPException(
-        _STATUS.get(exc.kind, 500), {"kind": exc.kind, "message": str(exc)}, headers=headers
-    )
+def summary_json(c: ConversationSummary) -> dict:
+    """One entry of ``GET /api/conversations``."""
+    return {"id": c.id, "title": c.title, "updated_at": c.updated_at.isoformat()}
+
+
+def message_json(m: ConversationMessage) -> dict:
+    """One message of ``GET /api/conversations/{id}``: every field, by name."""
+    return asdict(m)
 
 
 def _turn_response(events: Iterator[ChatEvent], stream: bool) -> Response:
@@ -130,20 +124,10 @@ def _turn_response(events: Iterator[ChatEvent], stream: bool) -> Response:
     return JSONResponse(result, 200 if payloads[-1]["type"] == "done" else 502)
 
 
-def build_router(
-    auth: AuthService, chat: ChatService, engine: Engine, convs: ConversationService
-) -> APIRouter:
-    router = APIRouter()
-
-    def principal(authorization: Annotated[str | None, Header()] = None) -> Principal:
-        if not authorization or not authorization.lower().startswith("bearer "):
-            raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
-        found = auth.resolve(authorization.split(" ", 1)[1].strip())
-        if found is None:
-            raise HTTPException(401, "invalid or expired token", {"WWW-Authenticate": "Bearer"})
-        return found
-
-    User = Annotated[Principal, Depends(principal)]
+def _session_routes(
+    router: APIRouter, auth: AuthService, engine: Engine, User: PrincipalParam
+) -> None:
+    """Health, login, logout and who am I."""
 
     @router.get("/health")
     def health() -> JSONResponse:
@@ -170,30 +154,37 @@ def build_router(
 
     @router.post("/api/logout")
     def logout(user: User, authorization: Annotated[str, Header()]) -> dict:
-        auth.logout(authorization.split(" ", 1)[1].strip())
+        auth.logout(bearer_token(authorization) or "")
         return {"ok": True}
 
     @router.get("/api/me")
     def me(user: User) -> dict:
         return {"username": user.username, "role": user.role}
 
+
+def _conversation_routes(
+    router: APIRouter, convs: ConversationService, User: PrincipalParam
+) -> None:
+    """The user's conversations: list, read, rename, delete, and feedback on an answer."""
+
     @router.get("/api/conversations")
     def conversations(user: User) -> list[dict]:
-        return chat.list_conversations(user)
+        return [summary_json(c) for c in convs.list(user)]
 
     @router.get("/api/conversations/{conversation_id}")
     def conversation(conversation_id: int, user: User) -> dict:
         try:
-            return {"id": conversation_id, "messages": chat.get_messages(user, conversation_id)}
+            messages = convs.messages(user, conversation_id)
         except ChatError as exc:
-            raise _error(exc) from exc
+            raise http_error(exc) from exc
+        return {"id": conversation_id, "messages": [message_json(m) for m in messages]}
 
     @router.patch("/api/conversations/{conversation_id}")
     def rename(conversation_id: int, body: RenameBody, user: User) -> dict:
         try:
             title = convs.rename(user, conversation_id, body.title)
         except ChatError as exc:
-            raise _error(exc) from exc
+            raise http_error(exc) from exc
         return {"id": conversation_id, "title": title}
 
     @router.delete("/api/conversations/{conversation_id}")
@@ -201,8 +192,28 @@ def build_router(
         try:
             convs.delete(user, conversation_id)
         except ChatError as exc:
-            raise _error(exc) from exc
+            raise http_error(exc) from exc
         return {"ok": True}
+
+    @router.post("/api/messages/{message_id}/feedback")
+    def feedback(message_id: int, body: FeedbackBody, user: User) -> dict:
+        try:
+            convs.feedback(user, message_id, body.rating, body.comment)
+        except ChatError as exc:
+            raise http_error(exc) from exc
+        return {"ok": True}
+
+
+def _turn_routes(router: APIRouter, convs: ConversationService, User: PrincipalParam) -> None:
+    """Chat turns: ask, and answer the last question again; SSE or one JSON object."""
+
+    @router.post("/api/chat", response_model=None)
+    def ask(body: ChatBody, user: User) -> Response:
+        try:
+            events = convs.ask(user, body.question, body.conversation_id)
+        except ChatError as exc:
+            raise http_error(exc) from exc
+        return _turn_response(events, body.stream)
 
     @router.post("/api/conversations/{conversation_id}/regenerate", response_model=None)
     def regenerate(
@@ -211,24 +222,12 @@ def build_router(
         try:
             events = convs.regenerate(user, conversation_id)
         except ChatError as exc:
-            raise _error(exc) from exc
+            raise http_error(exc) from exc
         return _turn_response(events, body.stream if body else True)
 
-    @router.post("/api/messages/{message_id}/feedback")
-    def feedback(message_id: int, body: FeedbackBody, user: User) -> dict:
-        try:
-            convs.feedback(user, message_id, body.rating, body.comment)
-        except ChatError as exc:
-            raise _error(exc) from exc
-        return {"ok": True}
 
-    @router.post("/api/chat", response_model=None)
-    def ask(body: ChatBody, user: User) -> Response:
-        try:
-            events = convs.ask(user, body.question, body.conversation_id)
-        except ChatError as exc:
-            raise _error(exc) from exc
-        return _turn_response(events, body.stream)
+def _key_routes(router: APIRouter, auth: AuthService, User: PrincipalParam) -> None:
+    """The user's own API keys for ``/v1``: list, create (the key is shown once), revoke."""
 
     @router.get("/api/keys")
     def keys(user: User) -> list[dict]:
@@ -236,20 +235,26 @@ def build_router(
 
     @router.post("/api/keys")
     def create_key(body: KeyBody, user: User) -> dict:
-        try:
+        with refused(ApiKeyError, kind="invalid"):
             key, info = auth.api_keys.create(user, body.name)
-        except ApiKeyError as exc:
-            raise HTTPException(400, str(exc)) from exc
         return {"key": key, **asdict(info)}
 
     @router.delete("/api/keys/{key_id}")
     def revoke_key(key_id: int, user: User) -> dict:
-        try:
+        with refused(ApiKeyError, kind="not_found"):
             auth.api_keys.revoke(user, key_id)
-        except ApiKeyError as exc:
-            raise HTTPException(404, str(exc)) from exc
         return {"ok": True}
 
+
+def build_router(auth: AuthService, engine: Engine, convs: ConversationService) -> APIRouter:
+    """The ``/health`` and ``/api/*`` routes; every ``/api`` route but login takes a session
+    token (``Authorization: Bearer ...``)."""
+    router = APIRouter()
+    User = principal_param(session_user(auth))
+    _session_routes(router, auth, engine, User)
+    _conversation_routes(router, convs, User)
+    _turn_routes(router, convs, User)
+    _key_routes(router, auth, User)
     return router
 
 
@@ -264,7 +269,7 @@ def build_api(
 
     conversations = conversations or ConversationService(chat.db, chat)
     app = FastAPI(title="RAG appliance", docs_url=None, redoc_url=None)
-    app.include_router(build_router(auth, chat, engine, conversations))
+    app.include_router(build_router(auth, engine, conversations))
     app.include_router(build_openai_router(auth, conversations, engine))
     app.add_exception_handler(OpenAIError, openai_error_handler)
     return app

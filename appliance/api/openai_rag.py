@@ -23,16 +23,17 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 
-from appliance.core.auth.principal import Principal
+from appliance.api.bearer import bearer_dependency, principal_param
+from appliance.api.errors import failed_turn_status, openai_status_of, retry_headers
 from appliance.core.auth.service import AuthService
+from appliance.core.errors import ChatError
 from appliance.core.services.chat import (
-    ChatError,
     ChatEvent,
     DeltaEvent,
     DoneEvent,
@@ -44,7 +45,6 @@ from engine.base import Engine, GenerationStats
 from engine.server.sse import DONE, ClosingStreamingResponse, sse
 
 MODEL_ID = "rag-appliance"
-_STATUS = {"empty": 400, "too_long": 400, "prompt_too_long": 400, "not_found": 404}
 
 
 class ChatMessage(BaseModel):
@@ -62,6 +62,8 @@ class CompletionBody(BaseModel):
 
 
 class OpenAIError(HTTPException):
+    """An error answered in OpenAI's shape; ``kind`` is its ``type``."""
+
     def __init__(self, status: int, message: str, kind: str, headers: dict | None = None) -> None:
         super().__init__(status, message, headers)
         self.kind = kind
@@ -108,12 +110,9 @@ def _finish(stats: GenerationStats) -> str:
 
 
 def _chat_error(exc: ChatError) -> OpenAIError:
-    status = _STATUS.get(exc.kind, 503)
-    headers = None
-    if exc.retry_after_s is not None:
-        headers = {"Retry-After": str(max(1, round(exc.retry_after_s)))}
+    status = openai_status_of(exc.kind)
     kind = "invalid_request_error" if status < 500 else "engine_unavailable"
-    return OpenAIError(status, str(exc), kind, headers)
+    return OpenAIError(status, str(exc), kind, retry_headers(exc) or None)
 
 
 def _stream(
@@ -160,7 +159,7 @@ def _complete(events: Iterator[ChatEvent], rid: str, history: str) -> JSONRespon
             citations = [asdict(c) for c in event.citations]
         elif isinstance(event, ErrorEvent):
             body = {"error": {"message": event.message, "type": event.kind}}
-            return JSONResponse(body, 503 if event.kind in ("busy", "unavailable") else 502)
+            return JSONResponse(body, failed_turn_status(event.kind))
         elif isinstance(event, DoneEvent):
             message = {"role": "assistant", "content": event.answer}
             return JSONResponse(
@@ -184,17 +183,17 @@ def _complete(events: Iterator[ChatEvent], rid: str, history: str) -> JSONRespon
 def build_openai_router(
     auth: AuthService, conversations: ConversationService, engine: Engine
 ) -> APIRouter:
+    """``/v1/models`` and ``/v1/chat/completions``, for the owner of an API key."""
     router = APIRouter()
-
-    def key_owner(authorization: Annotated[str | None, Header()] = None) -> Principal:
-        if not authorization or not authorization.lower().startswith("bearer "):
-            raise OpenAIError(401, "missing API key (Authorization: Bearer sk-...)", "auth")
-        found = auth.api_keys.resolve(authorization.split(" ", 1)[1].strip())
-        if found is None:
-            raise OpenAIError(401, "invalid or revoked API key", "invalid_api_key")
-        return found
-
-    Owner = Annotated[Principal, Depends(key_owner)]
+    Owner = principal_param(
+        bearer_dependency(
+            auth.api_keys.resolve,
+            missing=lambda: OpenAIError(
+                401, "missing API key (Authorization: Bearer sk-...)", "auth"
+            ),
+            invalid=lambda: OpenAIError(401, "invalid or revoked API key", "invalid_api_key"),
+        )
+    )
 
     @router.get("/v1/models")
     def models(owner: Owner) -> dict:

@@ -11,10 +11,19 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
+from appliance.core.errors import ErrorKind
 from engine.base import Engine, EngineError, GenerationStats
 
 RETRIEVAL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-ERROR_KINDS = ("busy", "unavailable", "prompt_too_long", "engine_error", "internal")
+# the ``kind`` label takes any ``ErrorKind``; these series exist from the start (at 0): the
+# engine's usual refusals and failures, and our own bugs
+ERROR_KINDS: tuple[ErrorKind, ...] = (
+    "busy",
+    "unavailable",
+    "prompt_too_long",
+    "engine_error",
+    "internal",
+)
 
 
 class AppMetrics:
@@ -56,11 +65,13 @@ class AppMetrics:
         if self.engine_metrics is not None:
             self.engine_metrics.observe(stats)
 
-    def turn_failed(self, kind: str) -> None:
+    def turn_failed(self, kind: ErrorKind) -> None:
+        """A turn that ended in an error of ``kind`` (counted under both metrics)."""
         self.turns.labels(outcome="error").inc()
         self.error(kind)
 
-    def error(self, kind: str) -> None:
+    def error(self, kind: ErrorKind) -> None:
+        """One error of ``kind``, the label value as given (``internal`` when empty)."""
         self.errors.labels(kind=kind or "internal").inc()
 
     def render(self) -> bytes:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
-from appliance.core.services.conversations import Turn, TurnStats
+from appliance.core.services.conversations import ConversationSummary, Turn, TurnStats
 from ui.charts import conversation_chart
-from ui.chat.view import conversation_view, error_note
+from ui.chat.view import conversation_choices, conversation_view, error_note
 from ui.format import citations_html, link_citations, panel_html
 from ui.i18n import STRINGS, from_accept_language, pick, t
 
@@ -66,6 +67,12 @@ def test_chart_and_view_of_a_conversation() -> None:
     assert view.message_ids == [None, 11, None, 12] and view.feedback == ["Like", None]
     assert "busy" in error_note("busy", "queue full", "en")
     assert "엔진" in error_note("unavailable", "refused", "ko")
+
+
+def test_conversation_choices_name_untitled_ones() -> None:
+    at = datetime(2025, 1, 2, tzinfo=UTC)
+    convs = [ConversationSummary(4, "VPN", at), ConversationSummary(3, "", at)]
+    assert conversation_choices(convs, "en") == [("VPN", 4), (t("en", "conv.untitled"), 3)]
 
 
 def test_answer_citations_link_to_their_sources() -> None:

@@ -11,13 +11,8 @@ import gradio as gr
 
 from appliance.core.auth.principal import Principal
 from appliance.core.auth.service import AuthService
-from appliance.core.services.chat import (
-    ChatError,
-    DeltaEvent,
-    DoneEvent,
-    ErrorEvent,
-    RetrievalEvent,
-)
+from appliance.core.errors import ChatError
+from appliance.core.services.chat import DeltaEvent, DoneEvent, ErrorEvent, RetrievalEvent
 from appliance.core.services.conversations import ConversationService
 from ui.chat.layout import ChatComponents
 from ui.chat.view import conversation_choices, conversation_view, error_note
@@ -64,7 +59,7 @@ class ChatHandlers:
             pref or request.cookies.get(LANG_COOKIE), request.headers.get("accept-language")
         )
         convs = self.convs.list(principal)
-        conv_id = convs[0]["id"] if convs else None
+        conv_id = convs[0].id if convs else None
         return [
             lang,
             gr.update(value=lang),
@@ -88,7 +83,7 @@ class ChatHandlers:
 
     def select(self, conv_id: int | None, lang: str, request: gr.Request) -> list[Any]:
         principal = self.who(request)
-        title = next((c["title"] for c in self.convs.list(principal) if c["id"] == conv_id), "")
+        title = next((c.title for c in self.convs.list(principal) if c.id == conv_id), "")
         try:
             view = self._view(principal, conv_id, lang)
         except ChatError as exc:

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from appliance.core.services.conversations import Turn
+from appliance.core.errors import ErrorKind
+from appliance.core.services.conversations import ConversationSummary, Turn
 from ui.charts import conversation_chart
 from ui.format import citations_html, link_citations, panel_html
 from ui.i18n import t
@@ -56,7 +57,7 @@ def cited_numbers(turn: Turn | None) -> list[int]:
     return sorted({c["number"] for c in turn.citations}) if turn else []
 
 
-def error_note(kind: str, message: str, lang: str) -> str:
+def error_note(kind: ErrorKind, message: str, lang: str) -> str:
     """The chat bubble for a turn that failed: what happened, and that nothing was lost."""
     if kind in ("busy", "unavailable"):
         head = t(lang, f"error.{kind}")
@@ -65,5 +66,8 @@ def error_note(kind: str, message: str, lang: str) -> str:
     return f"⚠️ **{html.escape(head)}** {html.escape(t(lang, 'error.keep'))}"
 
 
-def conversation_choices(conversations: list[dict], lang: str) -> list[tuple[str, int]]:
-    return [(c["title"] or t(lang, "conv.untitled"), c["id"]) for c in conversations]
+def conversation_choices(
+    conversations: list[ConversationSummary], lang: str
+) -> list[tuple[str, int]]:
+    """The conversation list's (label, id) choices, untitled ones named as such."""
+    return [(c.title or t(lang, "conv.untitled"), c.id) for c in conversations]

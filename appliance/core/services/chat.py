@@ -12,13 +12,14 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from appliance.core.auth.principal import Principal
 from appliance.core.config import ChatConfig
 from appliance.core.db.models import Conversation, Message
 from appliance.core.db.session import Database
+from appliance.core.errors import ChatError, ErrorKind, engine_kind
 from appliance.core.metrics import AppMetrics
 from appliance.core.services.knowledge import KnowledgeBase
 from appliance.core.services.settings import SettingsService
@@ -37,15 +38,6 @@ from rag.prompt import Citation
 from rag.prompt_keys import answer_key, tail_key
 
 log = logging.getLogger(__name__)
-
-
-class ChatError(Exception):
-    """A turn that cannot start; ``kind`` is stable for the API and the UI."""
-
-    def __init__(self, kind: str, message: str, retry_after_s: float | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)
@@ -70,7 +62,7 @@ class DoneEvent:
 
 @dataclass(frozen=True)
 class ErrorEvent:
-    kind: str
+    kind: ErrorKind
     message: str
 
 
@@ -87,6 +79,9 @@ def owned_conversation(s: Session, principal: Principal, conversation_id: int) -
 
 
 class ChatService:
+    """Chat turns: ask, regenerate, and the pipeline between (retrieve, assemble, stream,
+    store). Reading and editing stored conversations is ``ConversationService``'s."""
+
     def __init__(
         self,
         db: Database,
@@ -106,39 +101,6 @@ class ChatService:
         self.settings = settings
         self.ordering = ordering
         self.prompts = TurnPrompts(knowledge, engine, ordering, chat.history_turns)
-
-    # ---- conversations --------------------------------------------------------------------
-
-    def list_conversations(self, principal: Principal) -> list[dict]:
-        with self.db.session() as s:
-            rows = s.scalars(
-                select(Conversation)
-                .where(Conversation.user_id == principal.user_id)
-                .order_by(Conversation.updated_at.desc(), Conversation.id.desc())
-            ).all()
-            return [
-                {"id": c.id, "title": c.title, "updated_at": c.updated_at.isoformat()} for c in rows
-            ]
-
-    def get_messages(self, principal: Principal, conversation_id: int) -> list[dict]:
-        with self.db.session() as s:
-            conv = owned_conversation(s, principal, conversation_id)
-            return [
-                {
-                    "id": m.id,
-                    "role": m.role,
-                    "content": m.content,
-                    "citations": m.citations or [],
-                    "finish_reason": m.finish_reason,
-                    "prompt_tokens": m.prompt_tokens,
-                    "cached_tokens": m.cached_tokens,
-                    "completion_tokens": m.completion_tokens,
-                    "ttft_ms": m.ttft_ms,
-                    "e2e_ms": m.e2e_ms,
-                    "retrieval_ms": m.retrieval_ms,
-                }
-                for m in conv.messages
-            ]
 
     # ---- a turn ---------------------------------------------------------------------------
 
@@ -193,8 +155,8 @@ class ChatService:
             )
         except EngineError as exc:
             if self.metrics is not None:
-                self.metrics.turn_failed(exc.kind)
-            raise ChatError(exc.kind, str(exc), getattr(exc, "retry_after_s", None)) from exc
+                self.metrics.turn_failed(engine_kind(exc))
+            raise ChatError.from_engine(exc) from exc
         return self._run(principal, question, prepared, stream, replace_ids)
 
     @staticmethod
@@ -229,8 +191,8 @@ class ChatService:
                     stats = item.stats
         except EngineError as exc:
             if self.metrics is not None:
-                self.metrics.turn_failed(exc.kind)
-            yield ErrorEvent(exc.kind, f"The engine failed to answer: {exc}")
+                self.metrics.turn_failed(engine_kind(exc))
+            yield ErrorEvent(engine_kind(exc), f"The engine failed to answer: {exc}")
             return
         finally:
             if stats is None:

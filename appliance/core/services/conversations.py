@@ -1,5 +1,6 @@
-"""A user's conversations: typed turns with their metrics, rename, delete, feedback, and the
-entry points for asking and regenerating that the chat page and the APIs share.
+"""A user's conversations: the list, the stored messages, typed turns with their metrics,
+rename, delete, feedback, and the entry points for asking and regenerating that the chat page
+and the APIs share (the turn itself is ``ChatService``'s).
 
 Every method takes the ``Principal`` and touches only that user's rows; someone else's id
 reads as "not found", so ids leak nothing.
@@ -16,13 +17,41 @@ from sqlalchemy import select
 from appliance.core.auth.principal import Principal
 from appliance.core.db.models import AuditEvent, Conversation, Feedback, Message
 from appliance.core.db.session import Database
-from appliance.core.services.chat import ChatError, ChatEvent, ChatService, owned_conversation
+from appliance.core.errors import ChatError
+from appliance.core.services.chat import ChatEvent, ChatService, owned_conversation
 from engine.base import EngineError
 
 MAX_TITLE = 200
 MAX_COMMENT = 2000
 # conversations checked turn by turn when matching a client-sent history
 MAX_HISTORY_CANDIDATES = 20
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    """One entry of a user's conversation list."""
+
+    id: int
+    title: str
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class ConversationMessage:
+    """One stored message (a question or an answer) with what was measured for it; the
+    measures are None on questions."""
+
+    id: int
+    role: str  # "user" or "assistant"
+    content: str
+    citations: list[dict]
+    finish_reason: str | None
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    completion_tokens: int | None
+    ttft_ms: float | None
+    e2e_ms: float | None
+    retrieval_ms: float | None
 
 
 @dataclass(frozen=True)
@@ -80,27 +109,58 @@ def _stats(m: Message) -> TurnStats:
     )
 
 
+def _stored(m: Message) -> ConversationMessage:
+    return ConversationMessage(
+        m.id,
+        m.role,
+        m.content,
+        m.citations or [],
+        m.finish_reason,
+        m.prompt_tokens,
+        m.cached_tokens,
+        m.completion_tokens,
+        m.ttft_ms,
+        m.e2e_ms,
+        m.retrieval_ms,
+    )
+
+
 def engine_errors_as_chat_errors(start: Callable[[], Iterator[ChatEvent]]) -> Iterator[ChatEvent]:
     """Run ``start()``; an engine that is down before the turn starts (for example the SGLang
     server not answering ``info``) becomes a ``ChatError`` like every other refusal."""
     try:
         return start()
     except EngineError as exc:
-        raise ChatError(exc.kind, str(exc), getattr(exc, "retry_after_s", None)) from exc
+        raise ChatError.from_engine(exc) from exc
 
 
 class ConversationService:
+    """One user's conversations, read and changed; asking goes through to ``ChatService``."""
+
     def __init__(self, db: Database, chat: ChatService) -> None:
         self.db = db
         self.chat = chat
 
     # ---- reading --------------------------------------------------------------------------
 
-    def list(self, principal: Principal) -> list[dict]:
-        """The user's conversations, most recently used first: ``{id, title, updated_at}``."""
-        return self.chat.list_conversations(principal)
+    def list(self, principal: Principal) -> list[ConversationSummary]:
+        """The user's conversations, most recently used first."""
+        with self.db.session() as s:
+            rows = s.scalars(
+                select(Conversation)
+                .where(Conversation.user_id == principal.user_id)
+                .order_by(Conversation.updated_at.desc(), Conversation.id.desc())
+            ).all()
+            return [ConversationSummary(c.id, c.title, c.updated_at) for c in rows]
+
+    def messages(self, principal: Principal, conversation_id: int) -> list[ConversationMessage]:
+        """The conversation's messages in order (questions and answers); ``not_found`` unless
+        the user owns it."""
+        with self.db.session() as s:
+            return [_stored(m) for m in owned_conversation(s, principal, conversation_id).messages]
 
     def turns(self, principal: Principal, conversation_id: int) -> list[Turn]:
+        """The conversation as question-and-answer turns, with this user's ratings."""
         with self.db.session() as s:
             conv = owned_conversation(s, principal, conversation_id)
             ratings = dict(

@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import pytest
 from fastapi.testclient import TestClient
 from support.servers import api_login as login
 
 from appliance.api.chat import build_api
+
+# one stored message in GET /api/conversations/{id}, keys in this order
+MESSAGE_FIELDS = [
+    "id",
+    "role",
+    "content",
+    "citations",
+    "finish_reason",
+    "prompt_tokens",
+    "cached_tokens",
+    "completion_tokens",
+    "ttft_ms",
+    "e2e_ms",
+    "retrieval_ms",
+]
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +65,19 @@ def test_streamed_turn_over_http(client: TestClient, appliance) -> None:  # noqa
     conv = done["conversation_id"]
     listed = client.get("/api/conversations", headers=headers).json()
     assert conv in [c["id"] for c in listed]
-    stored = client.get(f"/api/conversations/{conv}", headers=headers).json()["messages"]
+    entry = next(c for c in listed if c["id"] == conv)
+    assert list(entry) == ["id", "title", "updated_at"] and entry["title"] == body["question"]
+    assert datetime.fromisoformat(entry["updated_at"])
+    read = client.get(f"/api/conversations/{conv}", headers=headers).json()
+    assert list(read) == ["id", "messages"] and read["id"] == conv
+    stored = read["messages"]
     assert stored[1]["content"] == "".join(e["text"] for e in events if e["type"] == "delta")
+    assert [list(m) for m in stored] == [MESSAGE_FIELDS] * 2
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert stored[0]["citations"] == [] and stored[0]["prompt_tokens"] is None
+    assert stored[1]["id"] == done["message_id"]
+    assert stored[1]["citations"] == events[0]["citations"]
+    assert stored[1]["prompt_tokens"] == done["stats"]["prompt_tokens"]
 
     other = login(client, appliance, "api-other")
     assert client.get(f"/api/conversations/{conv}", headers=other).status_code == 404

@@ -8,6 +8,7 @@ import pytest
 from support.servers import serving
 
 from appliance.api.chat import build_api
+from appliance.core.services.conversations import ConversationService
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,7 @@ def test_completion_with_citations_and_cached_usage(base: str, keys, appliance) 
     assert last.model_extra["conversation_id"] == conv
     assert last.usage.prompt_tokens_details.cached_tokens > 0
     owner = appliance.auth.principal_for("oai-owner")
-    assert len(appliance.chat.get_messages(owner, conv)) == 4
+    assert len(ConversationService(appliance.db, appliance.chat).messages(owner, conv)) == 4
 
     # another user's key cannot continue (or even see) this conversation
     with client_for(base, theirs) as oai, pytest.raises(openai.NotFoundError):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from appliance.core.metrics import AppMetrics
+from appliance.core.errors import ALL_ERROR_KINDS
+from appliance.core.metrics import ERROR_KINDS, AppMetrics
 from appliance.core.services.chat import DoneEvent
 
 
@@ -54,3 +55,9 @@ def test_errors_are_counted_by_kind(engine) -> None:  # noqa: ANN001
 def test_without_an_engine_only_the_app_metrics_are_rendered() -> None:
     text = AppMetrics().render().decode()
     assert "appliance_chat_turns_total" in text and "sglang:" not in text
+
+
+def test_error_series_are_error_kinds() -> None:
+    """The series that exist from the start keep their label values, each an ``ErrorKind``."""
+    assert ERROR_KINDS == ("busy", "unavailable", "prompt_too_long", "engine_error", "internal")
+    assert set(ERROR_KINDS) <= set(ALL_ERROR_KINDS)

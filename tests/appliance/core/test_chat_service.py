@@ -8,19 +8,25 @@ from sqlalchemy import func, select
 
 from appliance.core.config import SAMPLE_CORPUS
 from appliance.core.db.models import Document, Message
+from appliance.core.errors import ChatError
 from appliance.core.services.chat import (
-    ChatError,
     ChatService,
     DeltaEvent,
     DoneEvent,
     ErrorEvent,
     RetrievalEvent,
 )
+from appliance.core.services.conversations import ConversationService
 from engine.base import EngineBusy
 
 
 def ask(appliance, user, question: str, conv: int | None = None) -> list:  # noqa: ANN001
     return list(appliance.chat.ask(user, question, conv))
+
+
+def convs(appliance) -> ConversationService:  # noqa: ANN001
+    """Where stored conversations are read."""
+    return ConversationService(appliance.db, appliance.chat)
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +54,11 @@ def test_a_turn_streams_cites_and_is_stored(appliance, staff) -> None:  # noqa: 
     assert isinstance(done, DoneEvent)
     assert done.answer == "".join(e.text for e in events if isinstance(e, DeltaEvent))
     assert done.stats.prompt_tokens > 0
-    messages = appliance.chat.get_messages(staff, done.conversation_id)
-    assert [m["role"] for m in messages] == ["user", "assistant"]
-    assert messages[1]["content"] == done.answer
-    assert messages[1]["prompt_tokens"] == done.stats.prompt_tokens
-    assert messages[1]["citations"][0]["source"] == "it-vpn-access.md"
+    messages = convs(appliance).messages(staff, done.conversation_id)
+    assert [m.role for m in messages] == ["user", "assistant"]
+    assert messages[1].content == done.answer
+    assert messages[1].prompt_tokens == done.stats.prompt_tokens
+    assert messages[1].citations[0]["source"] == "it-vpn-access.md"
 
 
 def test_follow_up_turn_is_append_only_and_hits_the_cache(appliance, staff) -> None:  # noqa: ANN001
@@ -79,7 +85,7 @@ def _messages_of(appliance, user, conv: int, upto: int) -> tuple:  # noqa: ANN00
     """The prompt messages of turn ``upto`` (1-based), rebuilt from what was stored."""
     from rag.prompt import build_messages
 
-    stored = appliance.chat.get_messages(user, conv)
+    stored = convs(appliance).messages(user, conv)
     with appliance.db.session() as s:
         prompt_texts = [
             m.prompt_text
@@ -88,16 +94,16 @@ def _messages_of(appliance, user, conv: int, upto: int) -> tuple:  # noqa: ANN00
         ]
     history = []
     for i in range(upto - 1):
-        history += [("user", prompt_texts[i]), ("assistant", stored[2 * i + 1]["content"])]
+        history += [("user", prompt_texts[i]), ("assistant", stored[2 * i + 1].content)]
     return build_messages(appliance.config.chat.system_prompt, history, prompt_texts[upto - 1])
 
 
 def test_users_see_only_their_own_conversations(appliance, staff) -> None:  # noqa: ANN001
     done = ask(appliance, staff, "What is the phishing report address?")[-1]
     other = appliance.auth.create_user("other-staff", "password-456")
-    assert done.conversation_id not in [c["id"] for c in appliance.chat.list_conversations(other)]
+    assert done.conversation_id not in [c.id for c in convs(appliance).list(other)]
     with pytest.raises(ChatError) as err:
-        appliance.chat.get_messages(other, done.conversation_id)
+        convs(appliance).messages(other, done.conversation_id)
     assert err.value.kind == "not_found"
     with pytest.raises(ChatError):
         appliance.chat.ask(other, "continue", done.conversation_id)
@@ -187,9 +193,9 @@ def test_admin_settings_apply_to_the_next_turn(appliance, staff) -> None:  # noq
         assert isinstance(done, DoneEvent)
         assert len(events[0].citations) == 2
         assert done.stats.completion_tokens <= 4
-        [_, reply] = appliance.chat.get_messages(staff, done.conversation_id)
+        [_, reply] = convs(appliance).messages(staff, done.conversation_id)
         with appliance.db.session() as s:
-            assert s.get(Message, reply["id"]).ordering == "doc_id"
+            assert s.get(Message, reply.id).ordering == "doc_id"
     finally:
         appliance.settings.update(
             "admin", {k: getattr(before, k) for k in ("top_k", "ordering", "max_new_tokens")}

@@ -8,7 +8,8 @@ from sqlalchemy import select
 from support.servers import free_port
 
 from appliance.core.db.models import Feedback
-from appliance.core.services.chat import ChatError, ChatService, DoneEvent
+from appliance.core.errors import ChatError
+from appliance.core.services.chat import ChatService, DoneEvent
 from appliance.core.services.conversations import ConversationService
 from engine.sglang.client import SGLangEngine
 
@@ -44,7 +45,10 @@ def test_turns_rename_feedback_regenerate_delete(convs: ConversationService, use
     assert turns[0].citations[0]["source"] == "it-vpn-access.md"
 
     assert convs.rename(owner, conv, "  VPN   help ") == "VPN help"
-    assert convs.list(owner)[0]["title"] == "VPN help"
+    listed = convs.list(owner)[0]
+    assert (listed.id, listed.title) == (conv, "VPN help")
+    assert [m.role for m in convs.messages(owner, conv)] == ["user", "assistant"]
+    assert convs.messages(owner, conv)[1].id == first.message_id
     with pytest.raises(ChatError):
         convs.rename(other, conv, "mine now")
     with pytest.raises(ChatError):
@@ -67,7 +71,7 @@ def test_turns_rename_feedback_regenerate_delete(convs: ConversationService, use
         convs.regenerate(other, conv)
 
     convs.delete(owner, conv)
-    assert conv not in [c["id"] for c in convs.list(owner)]
+    assert conv not in [c.id for c in convs.list(owner)]
     with convs.db.session() as s:  # the answer's feedback went with it
         assert (
             s.scalars(select(Feedback).where(Feedback.message_id == first.message_id)).all() == []

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from appliance.core.services.chat import DoneEvent
+from appliance.core.services.conversations import ConversationService
 from appliance.core.services.knowledge import KnowledgeBase
 from appliance.ops.backup import BackupError, create_backup, restore_backup
 from appliance.wiring.appliance import build_appliance
@@ -58,10 +59,8 @@ def source(tmp_path_factory, model_dir, engine, embedder, config_for):  # noqa: 
 def snapshot(app) -> dict:  # noqa: ANN001
     """Every conversation of the admin with its messages, and the retrieval of each question."""
     admin = app.auth.principal_for("admin")
-    conversations = {
-        c["id"]: (c["title"], app.chat.get_messages(admin, c["id"]))
-        for c in app.chat.list_conversations(admin)
-    }
+    convs = ConversationService(app.db, app.chat)
+    conversations = {c.id: (c.title, convs.messages(admin, c.id)) for c in convs.list(admin)}
     retrieval = {}
     for q in QUESTIONS:
         hits, _ms = app.knowledge.retrieve(q, 4, None)
@@ -175,7 +174,8 @@ def test_sqlite_backup_restores_into_postgresql_and_back(
     restore_backup(back, rows_archive.path)
     restored = reopen(back, engine, embedder)
     try:
-        convs = restored.chat.list_conversations(restored.auth.principal_for("admin"))
+        admin = restored.auth.principal_for("admin")
+        convs = ConversationService(restored.db, restored.chat).list(admin)
         assert len(convs) == 3
     finally:
         restored.db.dispose()

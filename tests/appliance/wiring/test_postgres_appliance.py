@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from appliance.core.services.chat import DoneEvent
+from appliance.core.services.conversations import ConversationService
 from appliance.wiring.appliance import build_appliance
 
 
@@ -30,8 +31,9 @@ def test_appliance_runs_on_postgresql(
     try:
         assert again.first_admin_password is None
         assert again.ingest.document_count() == documents
-        stored = again.chat.get_messages(again.auth.principal_for("admin"), done.conversation_id)
-        assert stored[1]["content"] == done.answer
-        assert stored[1]["prompt_tokens"] == done.stats.prompt_tokens
+        admin = again.auth.principal_for("admin")
+        stored = ConversationService(again.db, again.chat).messages(admin, done.conversation_id)
+        assert stored[1].content == done.answer
+        assert stored[1].prompt_tokens == done.stats.prompt_tokens
     finally:
         again.db.dispose()
