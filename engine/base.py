@@ -5,6 +5,7 @@ Every backend (the embedded CPU engine, the SGLang client) implements ``Engine``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
@@ -12,14 +13,71 @@ from typing import Literal, Protocol, runtime_checkable
 FinishReason = Literal["stop", "length", "abort"]
 
 
+TOP_K_ALL = -1  # ``top_k`` for "the whole vocabulary" (SGLang spells it -1, or 1 << 30)
+
+
 @dataclass(frozen=True)
 class SamplingParams:
+    """How to pick each next token, with SGLang's meaning for every field
+    (``sglang/srt/sampling/sampling_params.py``).
+
+    Penalties change the logits (in float32) before temperature, top-k, top-p and min-p, and
+    greedy decoding sees them too. They count the tokens generated so far, not the prompt's:
+    ``frequency_penalty`` subtracts ``count * value`` from a generated token's logit,
+    ``presence_penalty`` subtracts ``value`` once it occurred, ``repetition_penalty`` divides a
+    positive logit of an occurred token by ``value`` and multiplies a negative one by it.
+    ``min_new_tokens`` forbids the end-of-sequence tokens until that many were generated (stop
+    strings still end the answer). ``top_k`` 1, or a temperature below 1e-6, is greedy.
+    """
+
     max_new_tokens: int = 256
     temperature: float = 0.0
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
     ignore_eos: bool = False  # generate exactly max_new_tokens (benchmarks, load tests)
+    top_k: int = TOP_K_ALL
+    min_p: float = 0.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    min_new_tokens: int = 0
+
+    @property
+    def penalized(self) -> bool:
+        """Whether any penalty (or ``min_new_tokens``) changes the logits."""
+        return bool(
+            self.frequency_penalty
+            or self.presence_penalty
+            or self.repetition_penalty != 1.0
+            or self.min_new_tokens > 0
+        )
+
+
+def sampling_problem(sp: SamplingParams) -> str | None:
+    """The first value SGLang's ``SamplingParams.verify`` refuses, in its words; None if valid."""
+    # every range test below is False for NaN, so NaN and infinities are refused too
+    if not math.isfinite(sp.temperature) or sp.temperature < 0.0:
+        return f"temperature must be a non-negative finite number, got {sp.temperature}."
+    if not 0.0 < sp.top_p <= 1.0:
+        return f"top_p must be in (0, 1], got {sp.top_p}."
+    if not 0.0 <= sp.min_p <= 1.0:
+        return f"min_p must be in [0, 1], got {sp.min_p}."
+    if sp.top_k != TOP_K_ALL and sp.top_k < 1:
+        return f"top_k must be -1 (disable) or at least 1, got {sp.top_k}."
+    if not -2.0 <= sp.frequency_penalty <= 2.0:
+        return f"frequency_penalty must be in [-2, 2], got {sp.frequency_penalty}."
+    if not -2.0 <= sp.presence_penalty <= 2.0:
+        return f"presence_penalty must be in [-2, 2], got {sp.presence_penalty}."
+    if not 0.0 < sp.repetition_penalty <= 2.0:
+        value = sp.repetition_penalty
+        return f"repetition_penalty must be in (0, 2] (1.0 = no penalty), got {value}."
+    if not 0 <= sp.min_new_tokens <= sp.max_new_tokens:
+        return (
+            f"min_new_tokens must be in [0, max_new_tokens({sp.max_new_tokens})], "
+            f"got {sp.min_new_tokens}."
+        )
+    return None
 
 
 @dataclass(frozen=True)

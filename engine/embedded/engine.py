@@ -18,6 +18,7 @@ from engine.base import (
     InvalidRequest,
     PromptTooLong,
     StreamItem,
+    sampling_problem,
 )
 from engine.embedded.attention import install as install_pool_attention
 from engine.embedded.attention import run_step
@@ -158,6 +159,9 @@ class EmbeddedEngine:
         return len(self.encode(text))
 
     def generate(self, request: GenerateRequest) -> Iterator[StreamItem]:
+        problem = sampling_problem(request.sampling)
+        if problem:
+            raise InvalidRequest(problem)
         ids = self._request_ids(request)
         if len(ids) >= self.context_length:
             raise PromptTooLong(

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from engine.base import FinishReason, GenerationStats, SamplingParams, TextDelta
+from engine.embedded.penalties import Penalizer
 from engine.embedded.sampling import make_generator, sample_next
 from engine.embedded.textstream import TextStream
 
@@ -48,9 +49,11 @@ class Sequence:
     admitted_at: float = field(default_factory=time.perf_counter)
     first_token_at: float | None = None
     generator: torch.Generator | None = None
+    penalizer: Penalizer = field(init=False)
 
     def __post_init__(self) -> None:
         self.generator = make_generator(self.job.sampling.seed)
+        self.penalizer = Penalizer(self.job.sampling, self.eos)
 
     @property
     def prefilling(self) -> bool:
@@ -60,9 +63,14 @@ class Sequence:
         """Sample the next token from ``logits`` and decide whether the request is done."""
         sp = self.job.sampling
         constraint = self.job.constraint
+        # SGLang's order: penalties, then the grammar's mask, then sampling
+        logits = self.penalizer.apply(logits)
         if constraint is not None:
             logits = constraint.mask(logits)
-        token = sample_next(logits, sp.temperature, sp.top_p, self.generator)
+        token = sample_next(
+            logits, sp.temperature, sp.top_p, self.generator, top_k=sp.top_k, min_p=sp.min_p
+        )
+        self.penalizer.observe(token)
         self.completion += 1
         if self.first_token_at is None:
             self.first_token_at = time.perf_counter()

@@ -4,20 +4,21 @@ into engine requests.
 Unknown fields are ignored (as SGLang and OpenAI-compatible servers do); fields the engine
 cannot honour are refused unless they hold their neutral value. Defaults follow SGLang:
 ``temperature`` and ``top_p`` 1.0; chat ``max_tokens`` up to the end of the context window,
-completions ``max_tokens`` 16. SGLang's extensions ``top_k`` (-1/0 or 1), ``ignore_eos`` and
-``rid`` are accepted.
+completions ``max_tokens`` 16. OpenAI's ``frequency_penalty`` and ``presence_penalty`` and
+SGLang's extensions ``top_k``, ``min_p``, ``min_tokens`` (its name here for
+``min_new_tokens``), ``repetition_penalty``, ``ignore_eos`` and ``rid`` are honoured, with
+SGLang's ranges and messages.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from engine.base import InvalidRequest, SamplingParams
-from engine.server.sampling import top_k_is_greedy
+from engine.server.sampling import checked, top_k_value
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16
 
@@ -58,6 +59,9 @@ class CommonBody(_Body):
     user: str | None = None
     # SGLang's extensions
     top_k: int | None = None
+    min_p: float | None = None
+    min_tokens: int | None = None
+    repetition_penalty: float | None = None
     ignore_eos: bool | None = None
     rid: str | None = None
 
@@ -86,9 +90,6 @@ def _check_neutral(body: CommonBody) -> None:
         raise InvalidRequest("n: only n=1 is supported")
     if body.logprobs:
         raise InvalidRequest("logprobs are not supported by this engine")
-    for name in ("frequency_penalty", "presence_penalty"):
-        if getattr(body, name):
-            raise InvalidRequest(f"{name} is not supported by this engine (must be 0)")
 
 
 def sampling_for(body: CommonBody, max_tokens: int | None, context_length: int) -> SamplingParams:
@@ -96,23 +97,27 @@ def sampling_for(body: CommonBody, max_tokens: int | None, context_length: int) 
     _check_neutral(body)
     if max_tokens is not None and max_tokens < 1:
         raise InvalidRequest("max_tokens must be at least 1")
-    temperature = 1.0 if body.temperature is None else body.temperature
-    if not math.isfinite(temperature) or temperature < 0:
-        raise InvalidRequest("temperature must be a non-negative number")
-    top_p = 1.0 if body.top_p is None else body.top_p
-    if not 0.0 < top_p <= 1.0:
-        raise InvalidRequest("top_p must be in (0, 1]")
-    if top_k_is_greedy(body.top_k):
-        temperature = 0.0
     stop = [body.stop] if isinstance(body.stop, str) else (body.stop or [])
-    return SamplingParams(
-        max_new_tokens=max_tokens if max_tokens is not None else context_length,
-        temperature=temperature,
-        top_p=top_p,
-        stop=tuple(s for s in stop if s),
-        seed=body.seed,
-        ignore_eos=bool(body.ignore_eos),
+    return checked(
+        SamplingParams(
+            max_new_tokens=max_tokens if max_tokens is not None else context_length,
+            temperature=_or(body.temperature, 1.0),
+            top_p=_or(body.top_p, 1.0),
+            stop=tuple(s for s in stop if s),
+            seed=body.seed,
+            ignore_eos=bool(body.ignore_eos),
+            top_k=top_k_value(body.top_k),
+            min_p=_or(body.min_p, 0.0),
+            frequency_penalty=_or(body.frequency_penalty, 0.0),
+            presence_penalty=_or(body.presence_penalty, 0.0),
+            repetition_penalty=_or(body.repetition_penalty, 1.0),
+            min_new_tokens=body.min_tokens or 0,
+        )
     )
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else float(value)
 
 
 def json_schema_for(body: CommonBody) -> str | None:

@@ -1,34 +1,32 @@
 """SGLang's ``sampling_params`` checked and turned into the engine's ``SamplingParams``.
 
-Defaults follow SGLang (``max_new_tokens`` 128, ``temperature`` 1.0); an explicit ``null``
-means the default. Unknown keys are refused. Parameters the engine cannot honour are accepted
-only at their neutral value (e.g. ``repetition_penalty`` 1.0) and refused otherwise, so a
-client never silently gets different sampling from what it asked for. ``stream_interval``
-(how often SGLang flushes a stream) is accepted and ignored: it does not change the output.
+Defaults follow SGLang (``max_new_tokens`` 128, ``temperature`` 1.0, ``top_k`` -1, ``min_p``
+0, penalties off); an explicit ``null`` means the default, and out-of-range values are refused
+with SGLang's own messages (``engine.base.sampling_problem``). Unknown keys are refused.
+Parameters the engine cannot honour are accepted only at their neutral value and refused
+otherwise, so a client never silently gets different sampling from what it asked for.
+``stream_interval`` (how often SGLang flushes a stream) is accepted and ignored: it does not
+change the output.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from engine.base import InvalidRequest, SamplingParams
+from engine.base import TOP_K_ALL, InvalidRequest, SamplingParams, sampling_problem
 
 DEFAULT_MAX_NEW_TOKENS = 128
-TOP_K_ALL = 1 << 30  # SGLang's "whole vocabulary"
+TOP_K_WHOLE = 1 << 30  # SGLang's other spelling of "the whole vocabulary"
 
 HANDLED = frozenset(
     {
         "max_new_tokens", "temperature", "top_p", "top_k", "stop", "stop_token_ids",
-        "ignore_eos", "json_schema", "sampling_seed", "stream_interval", "n",
+        "ignore_eos", "json_schema", "sampling_seed", "stream_interval", "n", "min_p",
+        "frequency_penalty", "presence_penalty", "repetition_penalty", "min_new_tokens",
     }
 )  # fmt: skip
 NEUTRAL: dict[str, tuple[object, ...]] = {
-    "min_p": (0, 0.0),
-    "frequency_penalty": (0, 0.0),
-    "presence_penalty": (0, 0.0),
-    "repetition_penalty": (1, 1.0),
-    "min_new_tokens": (0,),
     "skip_special_tokens": (True,),
     "spaces_between_special_tokens": (True,),
     "no_stop_trim": (False,),
@@ -87,13 +85,19 @@ def _check_neutral(params: dict) -> None:
         raise InvalidRequest(f"sampling_params.{key}={value!r} is not supported by this engine")
 
 
-def top_k_is_greedy(top_k: int | None) -> bool:
-    """``top_k`` -1, 0 or null (disabled) and 1 (greedy) can be honoured; others cannot."""
-    if top_k is None or top_k in (-1, 0) or top_k >= TOP_K_ALL:
-        return False
-    if top_k == 1:
-        return True
-    raise InvalidRequest(f"top_k={top_k} is not supported: use -1 (disabled) or 1 (greedy)")
+def top_k_value(top_k: int | None) -> int:
+    """SGLang's ``top_k``: null and -1 (or 1 << 30 and above) mean the whole vocabulary."""
+    if top_k is None or top_k >= TOP_K_WHOLE:
+        return TOP_K_ALL
+    return top_k
+
+
+def checked(sampling: SamplingParams) -> SamplingParams:
+    """``sampling``, or ``InvalidRequest`` with SGLang's message for its first bad value."""
+    problem = sampling_problem(sampling)
+    if problem:
+        raise InvalidRequest(problem)
+    return sampling
 
 
 def parse_sampling(
@@ -120,13 +124,7 @@ def parse_sampling(
     if max_new is not None and max_new < 0:
         raise InvalidRequest("sampling_params.max_new_tokens must be at least 0")
     temperature = _number(params, "temperature", 1.0)
-    if temperature < 0:
-        raise InvalidRequest("sampling_params.temperature must be non-negative")
     top_p = _number(params, "top_p", 1.0)
-    if not 0.0 < top_p <= 1.0:
-        raise InvalidRequest("sampling_params.top_p must be in (0, 1]")
-    if top_k_is_greedy(_int(params, "top_k")):
-        temperature = 0.0
     ignore_eos = params.get("ignore_eos")
     if ignore_eos is not None and not isinstance(ignore_eos, bool):
         raise InvalidRequest("sampling_params.ignore_eos must be a boolean")
@@ -135,13 +133,21 @@ def parse_sampling(
         raise InvalidRequest("sampling_params.json_schema must be a string (JSON text)")
 
     prefill_only = max_new == 0
-    sampling = SamplingParams(
-        # prefill only runs one step (the engine generates at least one token) and drops it
-        max_new_tokens=1 if prefill_only else (max_new if max_new is not None else context_length),
+    asked = SamplingParams(
+        max_new_tokens=max_new if max_new is not None else context_length,
         temperature=temperature,
         top_p=top_p,
         stop=() if prefill_only else _stops(params.get("stop")),
         seed=_int(params, "sampling_seed"),
         ignore_eos=bool(ignore_eos),
+        top_k=top_k_value(_int(params, "top_k")),
+        min_p=_number(params, "min_p", 0.0),
+        frequency_penalty=_number(params, "frequency_penalty", 0.0),
+        presence_penalty=_number(params, "presence_penalty", 0.0),
+        repetition_penalty=_number(params, "repetition_penalty", 1.0),
+        min_new_tokens=_int(params, "min_new_tokens") or 0,
     )
+    checked(asked)
+    # prefill only runs one step (the engine generates at least one token) and drops it
+    sampling = replace(asked, max_new_tokens=1) if prefill_only else asked
     return ParsedSampling(sampling, schema, prefill_only, max_new or 0)

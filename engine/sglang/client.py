@@ -3,7 +3,9 @@
 ``generate`` posts ``/generate`` with ``stream: true`` and diffs the cumulative ``text`` of each
 ``data:`` line into ``TextDelta`` items, then yields one ``Finished`` from the last
 ``meta_info``. It sends the request and reads the status line and headers before it
-returns, so busy (503/429), too-long and invalid (400) requests raise eagerly.
+returns, so busy (503/429), too-long and invalid (400) requests raise eagerly. The sampling
+parameters (penalties, ``top_k``, ``min_p``, ``min_new_tokens`` included) go out under
+SGLang's names; values SGLang would refuse are refused here first, in its words.
 Closing the returned stream early closes the response and posts ``/abort_request``.
 
 ``ttft_s`` is measured here (send to first non-empty delta); ``e2e_s`` is the server's
@@ -32,8 +34,10 @@ from engine.base import (
     EngineInfo,
     EngineUnavailable,
     GenerateRequest,
+    InvalidRequest,
     PromptTooLong,
     StreamItem,
+    sampling_problem,
 )
 from engine.sglang.client_stream import (
     SGLangStream,
@@ -78,6 +82,9 @@ class SGLangEngine:
     # ---- generation -----------------------------------------------------------------------
 
     def generate(self, request: GenerateRequest) -> Iterator[StreamItem]:
+        problem = sampling_problem(request.sampling)  # what SGLang would answer with a 400
+        if problem:
+            raise InvalidRequest(problem)
         rid = request.request_id or uuid.uuid4().hex
         body = generate_body(request, rid, self.render_chat)
         if self.check_context:

@@ -84,6 +84,13 @@ def generate_body(
             "sampling_seed": s.seed,
             "ignore_eos": s.ignore_eos,
             "json_schema": request.json_schema,
+            # SGLang's own names and meanings (engine.base.SamplingParams)
+            "top_k": s.top_k,
+            "min_p": s.min_p,
+            "frequency_penalty": s.frequency_penalty,
+            "presence_penalty": s.presence_penalty,
+            "repetition_penalty": s.repetition_penalty,
+            "min_new_tokens": s.min_new_tokens,
         },
     }
     if request.input_ids is not None:

@@ -1,4 +1,5 @@
-"""Top-p sampling: the nucleus found among the top candidates is the one a full sort finds."""
+"""Top-p sampling: the nucleus found among the top candidates is the one a full sort finds
+(SGLang's rule: drop a token once the mass before it exceeds top_p)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from engine.embedded.sampling import NUCLEUS_CANDIDATES, make_generator, nucleus
 
 def _full_sort_nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     sorted_probs, order = torch.sort(probs, descending=True)
-    drop = torch.cumsum(sorted_probs, dim=-1) - sorted_probs >= top_p
+    drop = torch.cumsum(sorted_probs, dim=-1) - sorted_probs > top_p
     sorted_probs[drop] = 0.0
     kept = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
     return kept / kept.sum()
