@@ -10,9 +10,10 @@ dropped, so "VPN 비밀번호를" and "vpn 비밀번호" share the tokens ``vpn`
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
+
+from rag.sentences import shared_kiwi
 
 HANGUL = re.compile(r"[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
 WORD = re.compile(r"[^\W_]+")
@@ -24,23 +25,15 @@ STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
 
 
 class Tokenizer:
-    """Turns text into BM25 tokens; Kiwi is loaded on the first Hangul text (about 2-5 s).
+    """Turns text into BM25 tokens with the process's one Kiwi (``rag.sentences.shared_kiwi``).
 
-    ``num_workers``: Kiwi's analysis threads (None: Kiwi's default, all cores; 0: this thread).
+    Kiwi holds about 400 MiB, so the tokenizer, the sentence splitter and ``rag.verify`` share
+    one instance; it is built on the first Hangul text (about 2-5 s), never at import. Kiwi's
+    options do not depend on who builds it, so the tokens are the same as with a private one.
     """
 
-    def __init__(self, num_workers: int | None = None) -> None:
-        self.num_workers = num_workers
-        self._kiwi: Any = None
-        self._lock = threading.Lock()
-
     def _analyser(self) -> Any:  # noqa: ANN401 - kiwipiepy has no type stubs
-        with self._lock:
-            if self._kiwi is None:
-                from kiwipiepy import Kiwi
-
-                self._kiwi = Kiwi(num_workers=self.num_workers)
-            return self._kiwi
+        return shared_kiwi()
 
     def tokenize(self, text: str) -> list[str]:
         """The tokens of one text."""
@@ -56,7 +49,7 @@ class Tokenizer:
         if korean:
             kiwi = self._analyser()
             batch = [texts[i] for i in korean]
-            if self.num_workers == 0:  # Kiwi's batch mode needs worker threads
+            if kiwi.num_workers == 0:  # Kiwi's batch mode needs worker threads
                 analysed = [kiwi.tokenize(t) for t in batch]
             else:
                 analysed = kiwi.tokenize(batch)

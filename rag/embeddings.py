@@ -47,3 +47,76 @@ class Embedder:
             show_progress_bar=show_progress,
         )
         return np.ascontiguousarray(vecs, dtype=np.float32)
+
+    def embed_with_spans(
+        self,
+        texts: Sequence[str],
+        spans: Sequence[Sequence[tuple[int, int]]],
+        show_progress: bool = False,
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The texts' vectors (exactly as ``embed``) and, from the same forward pass, one vector
+        per character span of each text: the mean of the contextual token embeddings whose
+        characters overlap the span, L2-normalised.
+
+        ``spans[i]`` are ``(start, end)`` offsets into ``texts[i]``. A span the model's window
+        does not reach (the text was truncated at ``max_seq_length``) is embedded on its own,
+        as a text of its own, in one extra batch.
+        """
+        if len(spans) != len(texts):
+            raise ValueError("one list of spans per text")
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32), []
+        outputs = self.model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            output_value=None,
+            normalize_embeddings=True,
+            show_progress_bar=show_progress,
+        )
+        encoded = self.model.tokenizer(
+            list(texts),
+            return_offsets_mapping=True,
+            truncation=True,
+            max_length=self.model.max_seq_length,
+            verbose=False,
+        )
+        chunk_vecs = np.stack([o["sentence_embedding"].float().numpy() for o in outputs])
+        piece_vecs: list[np.ndarray] = []
+        leftovers: list[tuple[int, int, str]] = []  # (text, span index, span text)
+        for i, out in enumerate(outputs):
+            ids, offsets = encoded["input_ids"][i], np.asarray(encoded["offset_mapping"][i])
+            tokens = out["token_embeddings"][: len(ids)].float().numpy()
+            if out["input_ids"][: len(ids)].tolist() != list(ids):  # not our tokenisation
+                offsets = np.zeros((len(ids), 2), dtype=np.int64)
+            vecs, missing = pool_spans(tokens, offsets, spans[i], texts[i])
+            piece_vecs.append(vecs)
+            leftovers += [(i, j, texts[i][spans[i][j][0] : spans[i][j][1]]) for j in missing]
+        if leftovers:
+            alone = self.embed([t for _, _, t in leftovers])
+            for (i, j, _), vec in zip(leftovers, alone, strict=True):
+                piece_vecs[i][j] = vec
+        return np.ascontiguousarray(chunk_vecs, dtype=np.float32), piece_vecs
+
+
+def pool_spans(
+    tokens: np.ndarray, offsets: np.ndarray, spans: Sequence[tuple[int, int]], text: str
+) -> tuple[np.ndarray, list[int]]:
+    """Mean-pool ``tokens`` (one row per token, character ``offsets`` per row; special tokens
+    have empty offsets) over each span; returns the normalised vectors and the indexes of the
+    spans the tokens do not cover (their rows are left zero for the caller to fill)."""
+    out = np.zeros((len(spans), tokens.shape[1]), dtype=np.float32)
+    if not len(spans):
+        return out, []
+    real = offsets[:, 1] > offsets[:, 0]
+    covered_to = int(offsets[real, 1].max()) if real.any() else 0
+    starts = np.asarray([s for s, _ in spans])[:, None]
+    ends = np.asarray([e for _, e in spans])[:, None]
+    member = real[None, :] & (offsets[None, :, 0] < ends) & (offsets[None, :, 1] > starts)
+    counts = member.sum(axis=1)
+    # a span cut by truncation: its tail has text the window never saw
+    cut = np.asarray([bool(text[max(s, covered_to) : e].strip()) for s, e in spans])
+    ok = (counts > 0) & ~cut
+    pooled = member[ok].astype(np.float32) @ tokens / counts[ok, None]
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    out[ok] = pooled / np.maximum(norms, 1e-12)
+    return out, [int(j) for j in np.flatnonzero(~ok)]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from rag.bm25 import BM25Index
 from rag.bm25_tokenizer import Tokenizer, latin_tokens
+from rag.sentences import shared_kiwi
 
 DOCS = {
     1: "VPN 비밀번호를 재설정하려면 포털에 접속하세요",
@@ -68,3 +71,18 @@ def test_save_load_round_trip(index: BM25Index, tokenizer: Tokenizer, tmp_path: 
     assert [i for i, _ in after] == [i for i, _ in before]
     assert [s for _, s in after] == pytest.approx([s for _, s in before])
     assert BM25Index.load(tmp_path / "missing", tokenizer) is None
+
+
+def test_the_tokenizer_uses_the_one_shared_kiwi(tokenizer: Tokenizer) -> None:
+    tokenizer.tokenize("비밀번호")
+    assert tokenizer._analyser() is shared_kiwi() is Tokenizer()._analyser()
+
+
+def test_importing_the_tokenizer_loads_no_kiwi() -> None:
+    code = (
+        "import sys, rag.bm25, rag.sentences\n"
+        "assert rag.sentences._kiwi is None and 'kiwipiepy' not in sys.modules\n"
+        "assert rag.bm25.BM25Index().tokenizer.tokenize('VPN password') == ['vpn', 'password']\n"
+        "assert 'kiwipiepy' not in sys.modules  # English text needs no Kiwi\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])

@@ -1,11 +1,11 @@
-"""Reciprocal Rank Fusion and the hybrid retriever's access filter."""
+"""Reciprocal Rank Fusion, its language-aware dense weight and the retriever's access filter."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from rag.hybrid import HybridRetriever, rrf
+from rag.hybrid import HybridRetriever, dense_weight, hangul_share, rrf
 
 
 def test_rrf_scores_by_hand() -> None:
@@ -71,3 +71,57 @@ def test_a_repeated_query_is_embedded_once() -> None:
         r.search(f"question {n}", 1)
     r.search("how do I reset my password?", 2)
     assert embedded.count("how do I reset my password?") == 2
+
+
+def test_hangul_share_counts_words() -> None:
+    assert hangul_share("How do I reset my VPN password?") == 0.0
+    assert hangul_share("연차 휴가는 최대 며칠까지 받을 수 있나요?") == 1.0
+    assert hangul_share("VPN 비밀번호는 어떻게 재설정하나요?") == pytest.approx(0.75)
+    assert hangul_share("해외 A등급 도시") == 1.0  # a word with Hangul in it is a Hangul word
+    assert hangul_share("") == 0.0 and hangul_share("2024 - 10,000") == 0.0
+
+
+def test_dense_weight_falls_with_the_hangul_share() -> None:
+    assert dense_weight("How do I reset my VPN password?") == 1.0
+    assert dense_weight("피싱 메일은 어디로 신고하나요?") == 0.0
+    assert dense_weight("피싱 메일은 어디로 신고하나요?", hangul_weight=0.3) == pytest.approx(0.3)
+    assert dense_weight("VPN 비밀번호는 어떻게 재설정하나요?") == pytest.approx(0.25)
+    assert dense_weight("How do I reset my VPN 비밀번호?") == pytest.approx(6 / 7)
+
+
+# the dense side puts 1 and 2 first; BM25 puts 5 and 6 first and has 1 and 2 lower down
+DENSE = [1, 2, 3, 4]
+LEXICAL = [5, 6, 1, 2]
+
+
+def test_a_hangul_query_is_ranked_by_the_lexical_list() -> None:
+    got = [i for i, _ in retriever(DENSE, LEXICAL).search("비밀번호 재설정 방법", 6)]
+    assert got == [5, 6, 1, 2, 3, 4]  # BM25's order, then dense-only hits in dense order
+
+
+def test_an_english_query_is_fused_with_equal_weights() -> None:
+    got = retriever(DENSE, LEXICAL).search("reset my password", 6)
+    assert got == rrf([DENSE, LEXICAL], k=60)[:6]
+    assert [i for i, _ in got][:2] == [1, 2]  # both sides have them: they beat BM25's firsts
+
+
+def test_a_mixed_query_keeps_some_dense_weight() -> None:
+    got = dict(retriever(DENSE, LEXICAL).search("VPN 비밀번호는 어떻게 재설정하나요?", 6))
+    assert got[3] == pytest.approx(0.25 / 63)  # dense-only: a quarter of its English score
+    assert got[1] == pytest.approx(0.25 / 61 + 1 / 63)
+    assert got[1] > got[5] > got[3]  # agreement wins, then BM25's first, then dense-only
+
+
+def test_a_multilingual_embedder_keeps_equal_weights_for_korean() -> None:
+    r = HybridRetriever(
+        Fixed(DENSE), Fixed(LEXICAL), embed=lambda t: np.zeros((len(t), 4)), hangul_dense_weight=1
+    )
+    assert r.search("비밀번호 재설정 방법", 6) == rrf([DENSE, LEXICAL], k=60)[:6]
+
+
+def test_bad_weights_are_refused() -> None:
+    embed = lambda t: np.zeros((len(t), 4))  # noqa: E731
+    with pytest.raises(ValueError, match="hangul_dense_weight"):
+        HybridRetriever(Fixed([]), Fixed([]), embed=embed, hangul_dense_weight=1.5)
+    with pytest.raises(ValueError, match="negative"):
+        HybridRetriever(Fixed([]), Fixed([]), embed=embed, weights=(-1.0, 1.0))
