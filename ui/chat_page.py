@@ -38,23 +38,51 @@ svg.turn-chart polyline.hit { stroke: #10b981; stroke-width: 2; }
 svg.turn-chart circle.hit { fill: #10b981; }
 svg.turn-chart line.axis { stroke: #d1d5db; }
 .citation.flash summary { background: #fff3b0; transition: background .3s; }
+.citation .opening { color: var(--body-text-color-subdued); font-size: .92em; }
+#cut-box { align-items: center; border-left: 3px solid #f59e0b; padding-left: 8px; }
+.citation mark.evidence { background: #fde047; color: #111; border-radius: 3px; }
+.citation mark.evidence.flash { outline: 2px solid #f59e0b; }
+.unsupported { text-decoration: underline dotted #dc2626; text-underline-offset: 3px; }
+.unsupported-mark, .bad-cite { color: #dc2626; cursor: help; }
 """
 
-# runs once on page load: a click on an answer's [n] link opens source n and scrolls to it
-# (capture phase, so the chatbot's own link handling never navigates away)
+# runs once on page load: a click on an answer's [n] link opens source n and scrolls to it (a
+# card sentence's [n] opens its source on that sentence, marked in the chunk)
+# (capture phase, so the chatbot's own link handling never navigates away). And in the question
+# box, the Enter that confirms an IME composition (a Korean syllable, a Japanese conversion) is
+# kept from Gradio's own handler, which sends on Enter's keypress: only a plain Enter sends.
+# Chrome marks that key's keydown ``isComposing`` or with key code 229 (Safari sends it after
+# ``compositionend``, with 229), so the keypress that follows it is held back too. Capture
+# phase on the window runs before the textarea's own listeners.
 JS = """
 () => {
+  const inBox = (event) => event.target.closest && event.target.closest('#question');
+  let confirming = false;  // the key being pressed confirms a composition
+  window.addEventListener('keydown', (event) => {
+    if (!inBox(event)) return;
+    confirming = event.isComposing || event.keyCode === 229;
+    if (confirming && event.key === 'Enter') event.stopImmediatePropagation();
+  }, true);
+  window.addEventListener('keypress', (event) => {
+    if (!inBox(event) || event.key !== 'Enter') return;
+    if (confirming || event.isComposing) event.stopImmediatePropagation();
+  }, true);
+  window.addEventListener('keyup', () => { confirming = false; }, true);
   document.addEventListener('click', (event) => {
-    const link = event.target.closest && event.target.closest('a[href^="#source-"]');
+    const link = event.target.closest &&
+      event.target.closest('a[href^="#source-"], a[href^="#evidence-"]');
     if (!link) return;
     event.preventDefault();
     event.stopPropagation();
-    const entry = document.getElementById(link.getAttribute('href').slice(1));
-    if (!entry) return;
+    const target = document.getElementById(link.getAttribute('href').slice(1));
+    if (!target) return;
+    const entry = target.closest('details') || target;
     entry.open = true;
-    entry.scrollIntoView({block: 'center'});
-    entry.classList.add('flash');
-    setTimeout(() => entry.classList.remove('flash'), 1500);
+    target.scrollIntoView({block: 'center'});
+    for (const el of new Set([entry, target])) {
+      el.classList.add('flash');
+      setTimeout(() => el.classList.remove('flash'), 1500);
+    }
   }, true);
 }
 """
@@ -95,9 +123,10 @@ def build_chat_page(conversations: ConversationService, auth: AuthService) -> gr
         sent = c.send.click(h.respond, ask_inputs, turn)
         submitted = c.question.submit(h.respond, ask_inputs, turn)
         again = c.regenerate.click(h.regenerate, [c.conv, c.question, c.lang], turn)
+        more = c.continue_button.click(h.continue_answer, [c.conv, c.question, c.lang], turn)
         # cancel first, then say so: a note written while the answer still streams could be
         # overwritten by the answer's next update
-        c.stop.click(None, cancels=[sent, submitted, again]).then(
+        c.stop.click(None, cancels=[sent, submitted, again, more]).then(
             h.stopped, [c.chatbot, c.lang], [c.chatbot]
         )
 

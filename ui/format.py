@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from appliance.core.services.conversations import TurnStats
+from ui.evidence_marks import highlight_chunk
 from ui.i18n import t
 
 
@@ -23,12 +24,67 @@ def _source_line(c: Mapping[str, Any], lang: str) -> str:
     return " · ".join(parts)
 
 
-def citations_html(citations: Iterable[Mapping[str, Any]], lang: str = "en") -> str:
-    """One collapsible entry per numbered source: the title, section and page, and, opened,
-    the chunk's text highlighted (the exact text the model was given)."""
+# words of a chunk's opening that tell it from another chunk of the same section
+_MIN_WORDS, _MAX_WORDS, _MAX_OPENING_CHARS = 6, 16, 80
+# Markdown a chunk may open with (headings, list and quote marks), not worth showing
+_LEADING_MARKS = re.compile(r"^[\s#>*+\-|]+")
+
+
+def _place(c: Mapping[str, Any]) -> tuple:
+    """Where a source sits: two citations of one place read the same in the list."""
+    return (c["title"], c.get("section") or "", c.get("page"), c["source"])
+
+
+def _opening(words: list[str], n: int) -> str:
+    text = " ".join(words[:n])
+    return text if len(text) <= _MAX_OPENING_CHARS else text[:_MAX_OPENING_CHARS].rstrip()
+
+
+def openings(texts: list[str]) -> list[str]:
+    """For chunks of one place, each chunk's first words: as few as tell it from the others
+    (at least six), so that "[1]" and "[4]" of one section can be told apart in the list."""
+    words = [_LEADING_MARKS.sub("", " ".join(t.split())).split() for t in texts]
+    for n in range(_MIN_WORDS, _MAX_WORDS + 1):
+        shown = [_opening(w, n) for w in words]
+        if len(set(shown)) == len(shown):
+            break
+    return shown
+
+
+def _distinguished(cited: list[Mapping[str, Any]], lang: str) -> dict[int, str]:
+    """Citation number -> the words that tell it from the others of its place (only for
+    places cited more than once)."""
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for c in cited:
+        groups.setdefault(_place(c), []).append(c)
+    out: dict[int, str] = {}
+    for group in groups.values():
+        if len(group) > 1:
+            for c, start in zip(group, openings([c["text"] for c in group]), strict=True):
+                out[c["number"]] = t(lang, "sources.starts", start=start)
+    return out
+
+
+def citations_html(
+    citations: Iterable[Mapping[str, Any]],
+    lang: str = "en",
+    evidence: Sequence[Mapping[str, Any]] = (),
+) -> str:
+    """One collapsible entry per numbered source: the title, section and page (and, where one
+    place is cited more than once, each chunk's opening words), and, opened, the chunk's text
+    highlighted (the exact text the model was given), with the evidence card's sentences
+    marked in it (``ui.grounded.highlight_chunk``)."""
+
     items = []
-    for c in sorted(citations, key=lambda c: c["number"]):
-        text = html.escape(c["text"].strip())
+    cited = sorted(citations, key=lambda c: c["number"])
+    starts = _distinguished(cited, lang)
+    for c in cited:
+        text = highlight_chunk(c["text"], c["number"], evidence)
+        start = (
+            f" <span class='opening'>· {html.escape(starts[c['number']])}</span>"
+            if c["number"] in starts
+            else ""
+        )
         # a cache rider: sent along because the engine had it cached, not retrieved in top-k
         rider = (
             f" <small class='rider'>· {html.escape(t(lang, 'sources.rider'))}</small>"
@@ -37,7 +93,7 @@ def citations_html(citations: Iterable[Mapping[str, Any]], lang: str = "en") -> 
         )
         items.append(
             f"<details class='citation' id='source-{c['number']}'>"
-            f"<summary><b class='cite-no'>[{c['number']}]</b> {_source_line(c, lang)} "
+            f"<summary><b class='cite-no'>[{c['number']}]</b> {_source_line(c, lang)}{start} "
             f"<small>({html.escape(c['source'])})</small>{rider}</summary>"
             f"<mark class='chunk'>{text}</mark></details>"
         )
@@ -80,9 +136,15 @@ def _bar(parts: list[tuple[float, str, str]]) -> str:
     return f"<div class='bar'>{segs}</div>"
 
 
-def panel_html(stats: TurnStats | None, chunk_numbers: list[int], lang: str = "en") -> str:
+def panel_html(
+    stats: TurnStats | None,
+    chunk_numbers: list[int],
+    lang: str = "en",
+    verified: str | None = None,
+) -> str:
     """The per-answer panel: speed, cache use and retrieval, as numbers and two bars (where
-    the time went: retrieval, first token, decoding; and how much of the prompt was cached)."""
+    the time went: retrieval, first token, decoding; and how much of the prompt was cached),
+    and ``verified`` ("verified: 3 of 4 sentences") where the answer was checked."""
     if stats is None:
         return f"<p class='muted'>{html.escape(t(lang, 'panel.none'))}</p>"
     uncached = max(0, stats.prompt_tokens - stats.cached_tokens)
@@ -103,6 +165,8 @@ def panel_html(stats: TurnStats | None, chunk_numbers: list[int], lang: str = "e
         ),
         ("ordering", t(lang, "panel.ordering"), stats.ordering or "–"),
     ]
+    if verified:
+        rows.append(("verified", t(lang, "panel.verified"), verified))
     body = "".join(
         f"<tr data-metric='{key}'><th>{html.escape(label)}</th>"
         f"<td class='panel-value'>{html.escape(value)}</td></tr>"

@@ -1,5 +1,6 @@
-"""The HTTP API (FastAPI): login, conversations (list, read, rename, delete, regenerate),
-feedback, API keys, streamed chat turns, and the OpenAI-compatible ``/v1`` (``openai_rag``).
+"""The HTTP API (FastAPI): login, conversations (list, read, rename, delete, regenerate,
+continue a cut answer), feedback, API keys, streamed chat turns, and the OpenAI-compatible
+``/v1`` (``openai_rag``).
 
 (No ``from __future__ import annotations`` here: FastAPI must see the real dependency types.)
 
@@ -19,6 +20,7 @@ from pydantic import BaseModel
 
 from appliance.api.bearer import PrincipalParam, bearer_token, principal_param, session_user
 from appliance.api.errors import http_error, refused
+from appliance.api.grounded import evidence_json, verification_json
 from appliance.core.auth.api_keys import ApiKeyError
 from appliance.core.auth.service import AuthService
 from appliance.core.errors import ChatError
@@ -74,6 +76,8 @@ def event_payload(event: ChatEvent) -> dict:
             "type": "retrieval",
             "citations": [asdict(c) for c in event.citations],
             "retrieval_ms": round(event.retrieval_ms, 2),
+            "mode": event.mode,
+            "evidence": evidence_json(event.evidence),
         }
     if isinstance(event, DeltaEvent):
         return {"type": "delta", "text": event.text}
@@ -83,6 +87,7 @@ def event_payload(event: ChatEvent) -> dict:
             "conversation_id": event.conversation_id,
             "message_id": event.message_id,
             "stats": {**asdict(event.stats), "retrieval_ms": round(event.retrieval_ms, 2)},
+            "verification": verification_json(event.check),
         }
     assert isinstance(event, ErrorEvent)
     return {"type": "error", "kind": event.kind, "message": event.message}
@@ -205,7 +210,8 @@ def _conversation_routes(
 
 
 def _turn_routes(router: APIRouter, convs: ConversationService, User: PrincipalParam) -> None:
-    """Chat turns: ask, and answer the last question again; SSE or one JSON object."""
+    """Chat turns: ask, answer the last question again, and continue a cut answer; SSE or one
+    JSON object."""
 
     @router.post("/api/chat", response_model=None)
     def ask(body: ChatBody, user: User) -> Response:
@@ -221,6 +227,17 @@ def _turn_routes(router: APIRouter, convs: ConversationService, User: PrincipalP
     ) -> Response:
         try:
             events = convs.regenerate(user, conversation_id)
+        except ChatError as exc:
+            raise http_error(exc) from exc
+        return _turn_response(events, body.stream if body else True)
+
+    @router.post("/api/conversations/{conversation_id}/continue", response_model=None)
+    def continue_answer(
+        conversation_id: int, user: User, body: RegenerateBody | None = None
+    ) -> Response:
+        """Go on with a last answer cut at the length limit; 400 when it was not cut."""
+        try:
+            events = convs.continue_answer(user, conversation_id)
         except ChatError as exc:
             raise http_error(exc) from exc
         return _turn_response(events, body.stream if body else True)

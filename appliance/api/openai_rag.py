@@ -13,9 +13,13 @@ Previous turns always come from the stored conversation, replayed byte-identical
 prefix cache (it holds the documents each turn was given, which the client never saw). Earlier
 messages that match no stored conversation start a new one, without that history, and the
 response says so in ``history``: ``"continued"``, ``"new"`` or ``"unmatched"``.
-Extra response fields: ``citations`` (numbered sources) and
-``conversation_id``; in a stream they ride on the first chunk (``citations``) and the last
-(``conversation_id`` and ``usage``). Errors use OpenAI's ``{"error": {...}}`` shape.
+Extra response fields (documented extensions of OpenAI's shape): ``citations`` (numbered
+sources), ``evidence`` (the "From the documents" card: verbatim sentences with their citation
+number and character offsets into the chunk's text, ``appliance.api.grounded``),
+``verification`` (each answer sentence's verdict against the sources) and ``conversation_id``;
+in a stream they ride on the first chunk (``citations``, ``evidence``: before any generated
+token) and the last (``verification``, ``conversation_id`` and ``usage``). Errors use
+OpenAI's ``{"error": {...}}`` shape.
 """
 
 import threading
@@ -31,6 +35,7 @@ from pydantic import BaseModel, ConfigDict
 
 from appliance.api.bearer import bearer_dependency, principal_param
 from appliance.api.errors import failed_turn_status, openai_status_of, retry_headers
+from appliance.api.grounded import evidence_json, verification_json
 from appliance.core.auth.service import AuthService
 from appliance.core.errors import ChatError
 from appliance.core.services.chat import (
@@ -128,7 +133,10 @@ def _stream(
                 delta = {"role": "assistant", "content": ""}
                 citations = [asdict(c) for c in event.citations]
                 choice = {"index": 0, "delta": delta, "finish_reason": None}
-                yield sse({**base, "choices": [choice], "citations": citations})
+                evidence = evidence_json(event.evidence)
+                yield sse(
+                    {**base, "choices": [choice], "citations": citations, "evidence": evidence}
+                )
             elif isinstance(event, DeltaEvent):
                 choice = {"index": 0, "delta": {"content": event.text}, "finish_reason": None}
                 yield sse({**base, "choices": [choice]})
@@ -141,6 +149,7 @@ def _stream(
                         "usage": usage(event.stats),
                         "conversation_id": event.conversation_id,
                         "history": history,
+                        "verification": verification_json(event.check),
                     }
                 )
             elif isinstance(event, ErrorEvent):
@@ -154,9 +163,11 @@ def _stream(
 
 def _complete(events: Iterator[ChatEvent], rid: str, history: str) -> JSONResponse:
     citations: list[dict] = []
+    evidence: list[dict] = []
     for event in events:
         if isinstance(event, RetrievalEvent):
             citations = [asdict(c) for c in event.citations]
+            evidence = evidence_json(event.evidence)
         elif isinstance(event, ErrorEvent):
             body = {"error": {"message": event.message, "type": event.kind}}
             return JSONResponse(body, failed_turn_status(event.kind))
@@ -173,6 +184,8 @@ def _complete(events: Iterator[ChatEvent], rid: str, history: str) -> JSONRespon
                     ],
                     "usage": usage(event.stats),
                     "citations": citations,
+                    "evidence": evidence,
+                    "verification": verification_json(event.check),
                     "conversation_id": event.conversation_id,
                     "history": history,
                 }

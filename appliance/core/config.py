@@ -114,6 +114,26 @@ class ChatConfig(_Section):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_prompt_chars: int = Field(4000, ge=1)
     history_turns: int = Field(6, ge=0)
+    # repetition control, SGLang's sampling parameters and ranges (engine.base.SamplingParams);
+    # admins can change them at run time. The defaults end the small CPU model's loops
+    # (measured on the sample handbook's questions: README, "Chat settings")
+    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    repetition_penalty: float = Field(1.15, gt=0.0, le=2.0)
+    min_p: float = Field(0.0, ge=0.0, le=1.0)
+    sampling_top_k: int = Field(-1, ge=-1)  # tokens; -1: the whole vocabulary (0 is refused)
+    min_new_tokens: int = Field(0, ge=0)
+    # grounded answers (appliance.core.services.grounding): "generative" (the model's text,
+    # checked against the sources), "grounded" (the "From the documents" card, then the checked
+    # text) or "extractive" (the card only, no generation). Empty: the profile's default
+    answer_mode: Literal["", "generative", "grounded", "extractive"] = ""
+    evidence_sentences: int = Field(2, ge=0, le=5)  # sentences on the card
+
+    @model_validator(mode="after")
+    def _top_k_not_zero(self) -> ChatConfig:
+        if self.sampling_top_k == 0:
+            raise ValueError("sampling_top_k must be -1 (disable) or at least 1")
+        return self
 
 
 class SecurityConfig(_Section):

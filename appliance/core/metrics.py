@@ -1,8 +1,11 @@
 """The app's own Prometheus metrics, served on the web app's ``/metrics`` beside the engine's.
 
 ``appliance_retrieval_latency_seconds`` (histogram), ``appliance_chat_turns_total`` (counter by
-``outcome``: done | error) and ``appliance_errors_total`` (counter by ``kind``). When the engine
-is the embedded one, its collectors (``sglang:*`` names, see engine/embedded/server/metrics.py)
+``outcome``: done | error), ``appliance_errors_total`` (counter by ``kind``),
+``appliance_answer_sentences_total`` (answer sentences by ``verdict``: supported | unsupported),
+``appliance_unsupported_facts_total`` (facts no source holds) and ``appliance_answers_total``
+(by answer ``mode``). When the engine
+is the embedded one, its collectors (``sglang:*`` names, see engine/server/metrics.py)
 are rendered into the same text and fed each finished turn's stats, so one scrape sees both.
 Every instance has its own registry: nothing is registered globally.
 """
@@ -43,6 +46,22 @@ class AppMetrics:
         self.errors = Counter(
             "appliance_errors", "Chat errors by kind", ["kind"], registry=self.registry
         )
+        self.sentences = Counter(
+            "appliance_answer_sentences",
+            "Checked answer sentences by verdict",
+            ["verdict"],
+            registry=self.registry,
+        )
+        self.unsupported_facts = Counter(
+            "appliance_unsupported_facts",
+            "Facts (numbers, extensions, e-mail addresses, URLs, dates) found in no source",
+            registry=self.registry,
+        )
+        self.answers = Counter(
+            "appliance_answers", "Answers by answer mode", ["mode"], registry=self.registry
+        )
+        for verdict in ("supported", "unsupported"):
+            self.sentences.labels(verdict=verdict)
         for outcome in ("done", "error"):
             self.turns.labels(outcome=outcome)  # the series exist before the first turn
         for kind in ERROR_KINDS:
@@ -60,10 +79,18 @@ class AppMetrics:
     def observe_retrieval(self, retrieval_ms: float) -> None:
         self.retrieval.observe(max(0.0, retrieval_ms) / 1000)
 
-    def turn_done(self, stats: GenerationStats) -> None:
+    def turn_done(self, stats: GenerationStats | None) -> None:
+        """A finished turn; ``stats`` None for one the engine took no part in (extractive)."""
         self.turns.labels(outcome="done").inc()
-        if self.engine_metrics is not None:
+        if self.engine_metrics is not None and stats is not None:
             self.engine_metrics.observe(stats)
+
+    def answer_checked(self, mode: str, supported: int, unsupported: int, facts: int) -> None:
+        """One answer of ``mode`` and its verdicts: sentence counts and unsupported facts."""
+        self.answers.labels(mode=mode).inc()
+        self.sentences.labels(verdict="supported").inc(supported)
+        self.sentences.labels(verdict="unsupported").inc(unsupported)
+        self.unsupported_facts.inc(facts)
 
     def turn_failed(self, kind: ErrorKind) -> None:
         """A turn that ended in an error of ``kind`` (counted under both metrics)."""

@@ -16,6 +16,7 @@ from appliance.core.db.session import Database
 from appliance.core.metrics import AppMetrics
 from appliance.core.services.admin import AdminConsole, build_admin
 from appliance.core.services.chat import ChatService
+from appliance.core.services.grounding import default_answer_mode
 from appliance.core.services.ingest import IngestService
 from appliance.core.services.knowledge import KnowledgeBase
 from appliance.core.services.settings import ChatSettings, SettingsService
@@ -136,6 +137,11 @@ def build_appliance(
             f"config error: rag.ordering: {config.rag.ordering!r} is not available here; "
             f"choose one of {', '.join(ordering.names())}"
         )
+    if config.chat.min_new_tokens > config.engine.max_new_tokens:
+        raise ConfigError(
+            "config error: chat.min_new_tokens: must not exceed engine.max_new_tokens "
+            f"({config.engine.max_new_tokens})"
+        )
     settings = SettingsService(
         db,
         ChatSettings(
@@ -145,6 +151,14 @@ def build_appliance(
             riders=config.rag.riders,
             temperature=config.chat.temperature,
             max_new_tokens=config.engine.max_new_tokens,
+            frequency_penalty=config.chat.frequency_penalty,
+            presence_penalty=config.chat.presence_penalty,
+            repetition_penalty=config.chat.repetition_penalty,
+            min_p=config.chat.min_p,
+            sampling_top_k=config.chat.sampling_top_k,
+            min_new_tokens=config.chat.min_new_tokens,
+            answer_mode=config.chat.answer_mode or default_answer_mode(config.profile),
+            evidence_sentences=config.chat.evidence_sentences,
         ),
         strategies=ordering.names(),
         max_new_tokens_cap=8192,

@@ -283,6 +283,59 @@ def test_regenerate_stop_rename_delete(admin_page, site: Site) -> None:  # noqa:
     expect(page.locator("#question textarea")).to_have_value("")
 
 
+def test_enter_sends_and_continue_grows_a_cut_answer(admin_page, site: Site) -> None:  # noqa: ANN001
+    """Enter sends and Shift+Enter starts a new line; the Enter that confirms an IME
+    composition (a Korean syllable) does not send. An answer cut at the length limit says so,
+    and Continue goes on with that answer: it grows in place, streamed."""
+    from playwright.sync_api import expect
+
+    page = admin_page
+    # a new chat (the last test ends on one): its reply has landed, so nothing clears the box
+    expect(page.locator("#sources")).to_contain_text("No sources yet")
+    box, chat = page.locator("#question textarea"), page.locator("#chatbot")
+    box.fill("Where is the IT helpdesk?")
+    box.press("End")
+    box.press("Shift+Enter")
+    box.press_sequentially("Thanks.")
+    expect(box).to_have_value("Where is the IT helpdesk?\nThanks.")
+    # a composing Enter (as a Korean IME sends it to confirm a syllable) is not a send
+    box.evaluate(
+        """(el) => { for (const type of ['keydown', 'keypress']) el.dispatchEvent(
+            new KeyboardEvent(type, {key: 'Enter', isComposing: true, bubbles: true})); }"""
+    )
+    page.wait_for_timeout(1500)
+    expect(box).to_have_value("Where is the IT helpdesk?\nThanks.")
+    expect(chat).not_to_contain_text("Thanks.")
+    with admin_settings(site, {"max_new_tokens": 6}):
+        box.press("Enter")
+        expect(box).to_have_value("", timeout=TURN_MS)  # sent, answered and stored
+        expect(chat).to_contain_text("Thanks.")
+        expect(page.locator("#cut-note")).to_contain_text("cut at the length limit")
+        with site.db() as db:
+            msg_id, before = db.execute(
+                "SELECT id, content FROM messages WHERE role='assistant' ORDER BY id DESC LIMIT 1"
+            ).fetchone()
+        tokens, shown = int(metric(page, "answer")), len(chat.inner_text())
+        page.locator("#continue").click()
+        expect(page.locator("#continue")).to_be_hidden()  # while it streams
+        expect(page.locator("#panel tr[data-metric='answer'] td")).not_to_have_text(
+            str(tokens), timeout=TURN_MS
+        )
+    assert int(metric(page, "answer")) > tokens  # the panel counts the whole answer
+    with site.db() as db:
+        (after,) = db.execute("SELECT content FROM messages WHERE id = ?", (msg_id,)).fetchone()
+        (answers,) = db.execute(
+            "SELECT count(*) FROM messages m JOIN messages q ON q.conversation_id = "
+            "m.conversation_id WHERE m.id = ? AND q.role = 'assistant'",
+            (msg_id,),
+        ).fetchone()
+    assert after.startswith(before) and len(after) > len(before)  # the same answer, grown
+    assert answers == 1
+    assert len(chat.inner_text()) > shown  # and the chat shows it grown
+    page.locator("#new-chat").click()  # the next tests start on a new chat, as this one did
+    expect(page.locator("#sources")).to_contain_text("No sources yet")
+
+
 def test_korean_ui_and_input_round_trip(browser, site: Site) -> None:  # noqa: ANN001
     """A Korean browser gets the Korean login and chat page; Korean text is stored and shown
     exactly; the language switch changes the words; another user sees none of admin's."""
@@ -371,6 +424,62 @@ def test_engine_down_shows_a_clear_error_and_keeps_the_question(admin_page, site
     expect(page.locator("#conversations")).not_to_contain_text(question, timeout=30_000)
     with site.db() as db:
         assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == before
+
+
+def test_the_card_leads_and_an_invented_fact_is_flagged(admin_page, site: Site) -> None:  # noqa: ANN001
+    """The default (grounded) answer starts with the documents' own sentences; a card
+    sentence's [n] opens its source on that sentence, marked. An invented extension in the
+    answer is marked as not found in the sources: the stored answer is given one, and checked
+    again by the service's own check, since the small model invents when it likes."""
+    from playwright.sync_api import expect
+
+    from appliance.core.services import grounding
+
+    page = admin_page
+    page.locator("#new-chat").click()
+    expect(page.locator("#sources")).to_contain_text("No sources yet")
+    page.locator("#question textarea").fill("What is the phone extension of the IT helpdesk?")
+    page.locator("#send").click()
+    card = page.locator("#chatbot blockquote").last
+    expect(card).to_contain_text("From the documents", timeout=TURN_MS)
+    expect(card).to_contain_text("4357")
+    expect(page.locator("#question textarea")).to_have_value("", timeout=TURN_MS)  # stored
+    link = card.locator("a[href^='#evidence-']").first
+    target = link.get_attribute("href").lstrip("#")
+    link.click()
+    mark = page.locator(f"#sources mark.evidence#{target}")
+    expect(mark).to_be_visible()
+    assert "4357" in mark.inner_text()
+    assert urlparse(page.url).path == "/"
+
+    with site.db() as db:
+        msg_id, content, citations = db.execute(
+            "SELECT id, content, citations FROM messages WHERE role='assistant' "
+            "ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        sources = {c["number"]: c["text"] for c in json.loads(citations)}
+        answer = f"{content}\nThe IT helpdesk extension is 12345."
+        checked = grounding.check(
+            answer, grounding.TurnGrounding("grounded", (), sources, tuple(sources.values()))
+        )
+        db.execute(
+            "UPDATE messages SET content = ?, verdicts = ?, claims_total = ?, "
+            "claims_supported = ? WHERE id = ?",
+            (
+                answer,
+                json.dumps(grounding.stored_verdicts(checked)),
+                checked.total,
+                checked.supported,
+                msg_id,
+            ),
+        )
+    page.reload()
+    flag = page.locator("#chatbot .unsupported").last
+    expect(flag).to_contain_text("12345", timeout=60_000)
+    expect(page.locator("#chatbot .unsupported-mark").last).to_have_attribute(
+        "title", "Not found in the sources: 12345"
+    )
+    expect(page.locator("#panel tr[data-metric='verified']")).to_contain_text("verified:")
 
 
 def test_no_asset_left_the_box(site: Site) -> None:

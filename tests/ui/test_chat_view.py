@@ -89,3 +89,38 @@ def test_answer_citations_link_to_their_sources() -> None:
     ]
     view = conversation_view(turns, "en")
     assert [m["content"] for m in view.history][1::2] == ["a1 [1]", "a2 [\\[1\\]](#source-1)"]
+
+
+def test_two_chunks_of_one_section_are_told_apart_by_their_opening_words() -> None:
+    """Today's "[1]" and "[4]" both read "VPN Access with HanbitConnect · Resetting your VPN
+    password": each now shows how its chunk starts (as few words as tell them apart)."""
+    vpn = {**CITATION, "title": "VPN Access with HanbitConnect", "page": None}
+    one = {**vpn, "number": 1, "section": "Resetting your VPN password", "source": "vpn.md"}
+    first = {**one, "text": "- If you forgot your password, open the portal and press Reset."}
+    second = {**one, "number": 4, "text": "If you forgot your password, call the helpdesk."}
+    other = {**one, "number": 2, "section": "Installing", "text": "Download the client."}
+    html = citations_html([second, other, first], "en")
+    summaries = re.findall(r"<summary>(.*?)</summary>", html)
+    assert "starts “If you forgot your password, open…”" in summaries[0]  # [1], list marks gone
+    assert "starts “If you forgot your password, call…”" in summaries[2]  # [4]
+    assert "starts" not in summaries[1]  # a section cited once needs nothing more
+    assert "시작: “If you forgot your password, open…”" in citations_html([first, second], "ko")
+    # the same section on another page, or another document's, is already a different line
+    assert "starts" not in citations_html([first, {**second, "page": 9}], "en")
+    # chunks that open alike show more words, up to where they differ
+    alike = [
+        {**one, "number": n, "text": f"Step one of the reset is the same, then {w} follows."}
+        for n, w in ((1, "alpha"), (2, "beta"))
+    ]
+    assert "same, then alpha…" in citations_html(alike, "en")
+
+
+def test_an_answer_cut_at_the_length_limit_offers_continue() -> None:
+    cut = Turn("q1", "Open the portal and", 11, [CITATION], STATS, None, "length")
+    whole = Turn("q1", "Open the portal.", 11, [CITATION], STATS, None, "stop")
+    assert conversation_view([whole, cut], "en").cut
+    assert not conversation_view([cut, whole], "en").cut  # only the last answer continues
+    assert not conversation_view([], "en").cut
+    assert conversation_view([cut], "en").outputs()[-1]["visible"] is True
+    assert t("en", "chat.cut") == "The answer was cut at the length limit."
+    assert t("ko", "chat.continue") == "이어서 생성"

@@ -17,6 +17,7 @@ SERIES = {
     "throughput": {"generated tokens/s": "#54a24b"},
     "queue": {"waiting": "#e45756", "running": "#4c78a8"},
     "kv": {"KV used %": "#b279a2"},
+    "verified": {"supported sentences %": "#54a24b"},
 }
 
 
@@ -57,3 +58,13 @@ def queue_frame(samples: Sequence[EngineSample]) -> pd.DataFrame:
 
 def kv_frame(samples: Sequence[EngineSample]) -> pd.DataFrame:
     return frame([(s.at, 100 * s.kv_usage, "KV used %") for s in samples], "kv")
+
+
+def verified_frame(turns: Sequence[dict]) -> pd.DataFrame:
+    """The share of checked answer sentences the sources support, last 20 answers."""
+    points = [
+        (t["time"], 100 * t["verified_share"], "supported sentences %")
+        for t in turns
+        if t.get("verified_share") is not None
+    ]
+    return frame(points, "verified")

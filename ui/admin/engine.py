@@ -72,6 +72,7 @@ def build_engine_tab(console: AdminConsole, auth: AuthService) -> tuple[Loader, 
             charts.throughput_frame(samples),
             charts.queue_frame(samples),
             charts.kv_frame(samples),
+            charts.verified_frame(turns),
         )
 
     def flush(request: gr.Request) -> str:
@@ -112,9 +113,11 @@ def build_engine_tab(console: AdminConsole, auth: AuthService) -> tuple[Loader, 
             tput = plot("Throughput", "tokens/s", "throughput", ".1f")
             queue = plot("Queue depth", "requests", "queue", "~g")
             kv = plot("KV cache usage", "%", "kv", ".1f")
+        with gr.Row():
+            verified = plot("Verified answer sentences", "%", "verified", ".0f")
         # inside the tab: a bare component directly under gr.Tabs breaks the tab bar
         timer = gr.Timer(REFRESH_S, active=False)
-    chart_outputs = [summary, hit, ttft, tput, queue, kv]
+    chart_outputs = [summary, hit, ttft, tput, queue, kv, verified]
     timer.tick(refresh, None, chart_outputs, show_progress="hidden")
 
     def load_all(request: gr.Request):  # noqa: ANN202

@@ -16,13 +16,17 @@ from appliance.core.services.chat import DeltaEvent, DoneEvent, ErrorEvent, Retr
 from appliance.core.services.conversations import ConversationService
 from ui.chat.layout import ChatComponents
 from ui.chat.view import conversation_choices, conversation_view, error_note
-from ui.format import citations_html, link_citations
+from ui.format import citations_html
+from ui.grounded import answer_bubble
 from ui.i18n import pick, t
 from ui.login.routes import LANG_COOKIE
 from ui.session import require_principal
 
 # the outputs of a streamed turn, in this order
-TURN_OUTPUTS = ("chatbot", "ids", "sources", "panel", "chart", "question", "conv", "conversations")
+TURN_OUTPUTS = (
+    *("chatbot", "ids", "sources", "panel", "chart", "cut_box"),  # ``view_outputs()``
+    *("question", "conv", "conversations"),
+)
 
 
 class ChatHandlers:
@@ -128,35 +132,44 @@ class ChatHandlers:
         question: str,
         conv_id: int | None,
         lang: str,
+        answer: str = "",
     ) -> Iterator[list[Any]]:
-        """Stream one turn into the chat. The question stays in its box until the answer is
-        stored; a failure shows a clear note in the chat and loses nothing."""
-        skip = gr.skip()  # ``shown_ids`` covers ``shown`` and the answer bubble after it
+        """Stream one turn into the chat, after ``answer`` (the answer so far, when continuing
+        one). The question stays in its box until the answer is stored (a continuation leaves
+        the box as it is); a failure shows a clear note in the chat and loses nothing. The
+        note and Continue for a cut answer hide while an answer streams."""
+        skip, hidden = gr.skip(), gr.update(visible=False)
+        keep = question if answer else ""  # the box once the answer is stored
+
+        def row(bubble: str, sources: Any = skip) -> list[Any]:
+            # ``shown_ids`` covers ``shown`` and the answer bubble after it
+            chat = [*shown, {"role": "assistant", "content": bubble}]
+            return [chat, shown_ids, sources, skip, skip, hidden, question, conv_id, skip]
+
         try:
             events = start()
         except ChatError as exc:
-            note = {"role": "assistant", "content": error_note(exc.kind, str(exc), lang)}
-            yield [[*shown, note], shown_ids, skip, skip, skip, question, conv_id, skip]
+            yield row(error_note(exc.kind, str(exc), lang))
             return
-        answer, sources, numbers = "", skip, []
+        sources, numbers, card, mode = skip, [], [], None
         for event in events:
             if isinstance(event, RetrievalEvent):
-                numbers = [x.number for x in event.citations]
-                sources = citations_html([asdict(x) for x in event.citations], lang)
-                thinking = {"role": "assistant", "content": t(lang, "chat.thinking")}
-                yield [[*shown, thinking], shown_ids, sources, skip, skip, question, conv_id, skip]
+                # the card is shown at once: it never waits for the first generated token
+                numbers, mode = [x.number for x in event.citations], event.mode
+                card = [asdict(x) for x in event.evidence]
+                sources = citations_html([asdict(x) for x in event.citations], lang, card)
+                bubble = answer_bubble(answer, numbers, lang, card, mode=mode)
+                yield row(bubble or t(lang, "chat.thinking"), sources)
             elif isinstance(event, DeltaEvent):
                 answer += event.text
-                bubble = {"role": "assistant", "content": link_citations(answer, numbers)}
-                yield [[*shown, bubble], shown_ids, sources, skip, skip, question, conv_id, skip]
+                yield row(answer_bubble(answer, numbers, lang, card, mode=mode), sources)
             elif isinstance(event, ErrorEvent):
-                note = {"role": "assistant", "content": error_note(event.kind, event.message, lang)}
-                yield [[*shown, note], shown_ids, sources, skip, skip, question, conv_id, skip]
+                yield row(error_note(event.kind, event.message, lang), sources)
                 return
             elif isinstance(event, DoneEvent):
                 new_id = event.conversation_id
                 view = self._view(principal, new_id, lang)
-                yield [*view, "", new_id, self._choices(principal, lang, new_id)]
+                yield [*view, keep, new_id, self._choices(principal, lang, new_id)]
 
     def respond(
         self,
@@ -198,6 +211,29 @@ class ChatHandlers:
             question,
             conv_id,
             lang,
+        )
+
+    def continue_answer(
+        self, conv_id: int | None, question: str, lang: str, request: gr.Request
+    ) -> Iterator[list[Any]]:
+        """Go on with the last answer where the length limit cut it, in its own bubble; the
+        stored answer grows once the continuation has finished."""
+        principal = self.who(request)
+        if conv_id is None:
+            raise gr.Error(t(lang, "conv.none"))
+        turns = self.convs.turns(principal, conv_id)
+        if not turns:
+            raise gr.Error(t(lang, "conv.none"))
+        shown = conversation_view(turns, lang)
+        yield from self._stream(
+            principal,
+            lambda: self.convs.continue_answer(principal, conv_id),
+            shown.history[:-1],
+            shown.message_ids,
+            question,
+            conv_id,
+            lang,
+            answer=turns[-1].answer,
         )
 
     def stopped(self, history: list, lang: str) -> list:

@@ -29,6 +29,9 @@ class ChatComponents:
     rename: gr.Button
     delete: gr.Button
     chatbot: gr.Chatbot
+    cut_box: gr.Row
+    cut_note: gr.Markdown
+    continue_button: gr.Button
     question: gr.Textbox
     send: gr.Button
     stop: gr.Button
@@ -47,7 +50,7 @@ class ChatComponents:
 
     def view_outputs(self) -> list[gr.components.Component]:
         """What ``ConversationView`` fills, in its field order."""
-        return [self.chatbot, self.ids, self.sources, self.panel, self.chart]
+        return [self.chatbot, self.ids, self.sources, self.panel, self.chart, self.cut_box]
 
     def labelled(self) -> list[tuple[gr.components.Component, Callable[[str], dict]]]:
         """Every component with words on it, and its update for a language."""
@@ -69,6 +72,8 @@ class ChatComponents:
             (self.rename, value("conv.rename")),
             (self.delete, value("conv.delete")),
             (self.chatbot, label("chat.label")),
+            (self.cut_note, value("chat.cut", "_{}_")),
+            (self.continue_button, value("chat.continue")),
             (
                 self.question,
                 lambda lang: gr.update(
@@ -109,6 +114,9 @@ class _Sidebar:
 @dataclass(frozen=True)
 class _ChatColumn:
     chatbot: gr.Chatbot
+    cut_box: gr.Row
+    cut_note: gr.Markdown
+    continue_button: gr.Button
     question: gr.Textbox
     send: gr.Button
     stop: gr.Button
@@ -155,6 +163,9 @@ def build_layout(auth: AuthService, lang: str = "en") -> ChatComponents:
         rename=side.rename,
         delete=side.delete,
         chatbot=chat.chatbot,
+        cut_box=chat.cut_box,
+        cut_note=chat.cut_note,
+        continue_button=chat.continue_button,
         question=chat.question,
         send=chat.send,
         stop=chat.stop,
@@ -211,6 +222,10 @@ def _sidebar(auth: AuthService, lang: str) -> _Sidebar:
 
 
 def _chat_column(lang: str) -> _ChatColumn:
+    """The chat, the note and Continue for an answer cut at the length limit (shown only then),
+    and the question box: Enter sends, Shift+Enter starts a new line (Gradio submits on Enter
+    when the box starts at one line and may grow; ``chat_page.JS`` keeps an Enter that confirms
+    an IME composition, such as a Korean syllable, from sending)."""
     with gr.Column(scale=3):
         chatbot = gr.Chatbot(
             label=t(lang, "chat.label"),
@@ -219,17 +234,25 @@ def _chat_column(lang: str) -> _ChatColumn:
             buttons=["copy"],
             feedback_options=("Like", "Dislike"),
         )
+        with gr.Row(visible=False, elem_id="cut-box", equal_height=True) as cut_box:
+            cut_note = gr.Markdown(f"_{t(lang, 'chat.cut')}_", elem_id="cut-note")
+            continue_button = gr.Button(
+                t(lang, "chat.continue"), size="sm", scale=0, min_width=120, elem_id="continue"
+            )
         question = gr.Textbox(
             label=t(lang, "chat.question"),
             placeholder=t(lang, "chat.placeholder"),
             elem_id="question",
-            lines=2,
+            lines=1,
+            max_lines=8,
         )
         with gr.Row():
             send = gr.Button(t(lang, "chat.send"), variant="primary", elem_id="send")
             stop = gr.Button(t(lang, "chat.stop"), elem_id="stop")
             regenerate = gr.Button(t(lang, "chat.regenerate"), elem_id="regenerate")
-    return _ChatColumn(chatbot, question, send, stop, regenerate)
+    return _ChatColumn(
+        chatbot, cut_box, cut_note, continue_button, question, send, stop, regenerate
+    )
 
 
 def _evidence_column(lang: str) -> _EvidenceColumn:

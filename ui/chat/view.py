@@ -10,7 +10,8 @@ import gradio as gr
 from appliance.core.errors import ErrorKind
 from appliance.core.services.conversations import ConversationSummary, Turn
 from ui.charts import conversation_chart
-from ui.format import citations_html, link_citations, panel_html
+from ui.format import citations_html, panel_html
+from ui.grounded import answer_bubble, verified_line
 from ui.i18n import t
 
 
@@ -22,11 +23,13 @@ class ConversationView:
     panel: str
     chart: str
     feedback: list[str | None]  # per assistant message: "Like", "Dislike" or None
+    cut: bool = False  # the last answer was cut at the length limit: say so, offer Continue
 
     def outputs(self) -> list:
         """Values for ``ChatComponents.view_outputs()`` (the chatbot keeps its thumbs)."""
         chat = gr.update(value=self.history, feedback_value=self.feedback)
-        return [chat, self.message_ids, self.sources, self.panel, self.chart]
+        cut = gr.update(visible=self.cut)
+        return [chat, self.message_ids, self.sources, self.panel, self.chart, cut]
 
 
 def conversation_view(turns: list[Turn], lang: str) -> ConversationView:
@@ -37,7 +40,10 @@ def conversation_view(turns: list[Turn], lang: str) -> ConversationView:
     last = turns[-1] if turns else None
     for turn in turns:
         # the sources list shows the last answer's: only its [n] can link there
-        answer = link_citations(turn.answer, cited_numbers(turn)) if turn is last else turn.answer
+        numbers = cited_numbers(turn) if turn is last else []
+        answer = answer_bubble(
+            turn.answer, numbers, lang, turn.evidence, turn.verification, turn.answer_mode
+        )
         history += [
             {"role": "user", "content": turn.question},
             {"role": "assistant", "content": answer},
@@ -46,10 +52,16 @@ def conversation_view(turns: list[Turn], lang: str) -> ConversationView:
     return ConversationView(
         history,
         ids,
-        citations_html(last.citations if last else [], lang),
-        panel_html(last.stats if last else None, cited_numbers(last), lang),
+        citations_html(last.citations if last else [], lang, last.evidence if last else ()),
+        panel_html(
+            last.stats if last else None,
+            cited_numbers(last),
+            lang,
+            verified_line(last.verification, lang) if last else None,
+        ),
         conversation_chart([(x.stats.ttft_ms / 1000, x.stats.hit_pct) for x in turns], lang),
         [{1: "Like", -1: "Dislike"}.get(x.rating or 0) for x in turns],
+        last is not None and last.finish_reason == "length",
     )
 
 

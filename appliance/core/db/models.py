@@ -99,6 +99,14 @@ class Message(Base):
     retrieval_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     # the context-ordering strategy that laid out this answer's documents
     ordering: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # grounded answers (assistant messages): the "From the documents" card shown before the
+    # generated text, each answer sentence's verdict, the mode that produced the answer, and the
+    # counts the admin charts read (claims: sentences that state something checkable)
+    evidence: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    verdicts: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    answer_mode: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    claims_total: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    claims_supported: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     conversation: Mapped[Conversation] = relationship(back_populates="messages")

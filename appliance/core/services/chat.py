@@ -1,49 +1,66 @@
-"""One chat turn: retrieve, assemble a prefix-stable prompt, stream from the engine, store.
+"""One chat turn: retrieve, assemble a prefix-stable prompt, show the evidence, stream from the
+engine, check the answer against the sources, store.
 
 A turn is stored (question and answer together, in one transaction) only once the engine has
 finished or the reader has gone away; an engine error stores nothing, so the caller can offer
-the same question again and the conversation never holds half a turn.
+the same question again and the conversation never holds half a turn. The evidence card goes
+out before the first generated token (it never waits for generation); the verdicts come with
+the finished answer (``grounding``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
-
-from sqlalchemy import delete
-from sqlalchemy.orm import Session
+import time
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
 
 from appliance.core.auth.principal import Principal
 from appliance.core.config import ChatConfig
-from appliance.core.db.models import Conversation, Message
+from appliance.core.db.models import Conversation
 from appliance.core.db.session import Database
 from appliance.core.errors import ChatError, ErrorKind, engine_kind
 from appliance.core.metrics import AppMetrics
+from appliance.core.services import grounding
+from appliance.core.services.continuation import (
+    ContinuedTurn,
+    continuation,
+    cut_answer,
+    observe_continued,
+    store_continued,
+)
+from appliance.core.services.grounding import CardSentence, TurnGrounding
 from appliance.core.services.knowledge import KnowledgeBase
 from appliance.core.services.settings import SettingsService
 from appliance.core.services.turn_prompt import PreparedTurn, StoredMessage, TurnPrompts
+from appliance.core.services.turn_store import owned_conversation, store_check, store_turn
 from engine.base import (
     Engine,
     EngineError,
     Finished,
     GenerateRequest,
     GenerationStats,
-    SamplingParams,
     TextDelta,
 )
 from rag.ordering import ContextOrdering
 from rag.prompt import Citation
 from rag.prompt_keys import answer_key, tail_key
+from rag.verify import AnswerCheck
 
 log = logging.getLogger(__name__)
+
+__all__ = ["ChatService", "owned_conversation"]
 
 
 @dataclass(frozen=True)
 class RetrievalEvent:
+    """The turn's sources, before any generated text: its citations and, unless the answer
+    mode is ``generative``, the evidence card (verbatim sentences with their numbers)."""
+
     citations: list[Citation]
     retrieval_ms: float
+    evidence: tuple[CardSentence, ...] = ()
+    mode: str = "generative"
 
 
 @dataclass(frozen=True)
@@ -58,6 +75,8 @@ class DoneEvent:
     answer: str
     stats: GenerationStats
     retrieval_ms: float
+    # every answer sentence against the sources (None only where nothing was checked)
+    check: AnswerCheck | None = None
 
 
 @dataclass(frozen=True)
@@ -67,15 +86,6 @@ class ErrorEvent:
 
 
 ChatEvent = RetrievalEvent | DeltaEvent | DoneEvent | ErrorEvent
-
-
-def owned_conversation(s: Session, principal: Principal, conversation_id: int) -> Conversation:
-    """The conversation if ``principal`` owns it; else ``not_found`` - the same answer for
-    "missing" and "someone else's", so ids leak nothing."""
-    conv = s.get(Conversation, conversation_id)
-    if conv is None or conv.user_id != principal.user_id:
-        raise ChatError("not_found", f"conversation {conversation_id} not found")
-    return conv
 
 
 class ChatService:
@@ -100,6 +110,7 @@ class ChatService:
         # read on every turn: admin changes apply to the next turn without a restart
         self.settings = settings
         self.ordering = ordering
+        self.knowledge = knowledge
         self.prompts = TurnPrompts(knowledge, engine, ordering, chat.history_turns)
 
     # ---- a turn ---------------------------------------------------------------------------
@@ -132,8 +143,8 @@ class ChatService:
         conversation_id: int | None,
         replace_ids: tuple[int, ...] = (),
     ) -> Iterator[ChatEvent]:
-        """Retrieve, assemble and submit; a refusal (busy, too long, down) is a ``ChatError``
-        raised here, before anything is stored."""
+        """Retrieve, assemble, pick the evidence and submit; a refusal (busy, too long, down)
+        is a ``ChatError`` raised here, before anything is stored."""
         try:
             # retrieval and prompt assembly ask the engine (context length, token counts)
             stored: list[StoredMessage] = []
@@ -145,19 +156,38 @@ class ChatService:
             prepared = self.prompts.prepare(
                 principal, question, conversation_id, stored, self.settings.current()
             )
-            sampling = SamplingParams(
-                max_new_tokens=prepared.settings.max_new_tokens,
-                temperature=prepared.settings.temperature,
-                top_p=self.cfg.top_p,
-            )
+            grounded = self._ground(question, prepared, stored)
+            if grounded.mode == "extractive":  # the card is the answer: nothing to generate
+                return self._extract(principal, question, prepared, grounded, replace_ids)
             stream = self.engine.generate(
-                GenerateRequest(messages=prepared.messages, sampling=sampling)
+                GenerateRequest(
+                    messages=prepared.messages, sampling=prepared.settings.sampling(self.cfg.top_p)
+                )
             )
         except EngineError as exc:
             if self.metrics is not None:
                 self.metrics.turn_failed(engine_kind(exc))
             raise ChatError.from_engine(exc) from exc
-        return self._run(principal, question, prepared, stream, replace_ids)
+        return self._run(principal, question, prepared, grounded, stream, replace_ids)
+
+    def _ground(
+        self, question: str, prepared: PreparedTurn, stored: list[StoredMessage]
+    ) -> TurnGrounding:
+        """The turn's answer mode, evidence card and the sources its answer is checked
+        against (every citation the conversation has shown, this turn's retrieved texts)."""
+        chosen = prepared.settings
+        started = time.perf_counter()
+        card: tuple[CardSentence, ...] = ()
+        if chosen.answer_mode != "generative" and chosen.evidence_sentences:
+            spans = self.knowledge.evidence(question, prepared.sources, k=chosen.evidence_sentences)
+            card = grounding.card(spans, prepared.citations)
+        return TurnGrounding(
+            chosen.answer_mode,
+            card,
+            grounding.sources_by_number(prepared.citations, [c for _r, _t, c in stored]),
+            tuple(c.text for c in prepared.sources),
+            (time.perf_counter() - started) * 1000,
+        )
 
     @staticmethod
     def _history(conv: Conversation) -> list[StoredMessage]:
@@ -169,18 +199,12 @@ class ChatService:
             for m in conv.messages
         ]
 
-    def _run(
-        self,
-        principal: Principal,
-        question: str,
-        prepared: PreparedTurn,
-        stream: Iterator,
-        replace_ids: tuple[int, ...] = (),
-    ) -> Iterator[ChatEvent]:
-        if self.metrics is not None:
-            self.metrics.observe_retrieval(prepared.retrieval_ms)
-        yield RetrievalEvent(prepared.citations, prepared.retrieval_ms)
-        parts: list[str] = []
+    def _relay(
+        self, stream: Iterator, parts: list[str]
+    ) -> Generator[ChatEvent, None, GenerationStats | None]:
+        """The engine's text as ``DeltaEvent``s (collected into ``parts``); returns the final
+        stats, or None after an ``ErrorEvent`` (engine failure) or when the reader left, in
+        which case generation is cancelled."""
         stats: GenerationStats | None = None
         try:
             for item in stream:
@@ -193,10 +217,30 @@ class ChatService:
             if self.metrics is not None:
                 self.metrics.turn_failed(engine_kind(exc))
             yield ErrorEvent(engine_kind(exc), f"The engine failed to answer: {exc}")
-            return
+            return None
         finally:
             if stats is None:
                 stream.close()  # the reader left or the engine failed: cancel generation
+        return stats
+
+    def _run(
+        self,
+        principal: Principal,
+        question: str,
+        prepared: PreparedTurn,
+        grounded: TurnGrounding,
+        stream: Iterator,
+        replace_ids: tuple[int, ...] = (),
+    ) -> Iterator[ChatEvent]:
+        if self.metrics is not None:
+            self.metrics.observe_retrieval(prepared.retrieval_ms)
+        yield RetrievalEvent(
+            prepared.citations, prepared.retrieval_ms, grounded.card, grounded.mode
+        )
+        parts: list[str] = []
+        stats = yield from self._relay(stream, parts)
+        if stats is None:
+            return
         answer = "".join(parts)
         self.ordering.observe(
             prepared.prefix,
@@ -208,58 +252,53 @@ class ChatService:
             answer=answer_key(answer),
             completion_tokens=stats.completion_tokens,
         )
-        conv_id, msg_id = self._store(principal, question, prepared, answer, stats, replace_ids)
-        if self.metrics is not None:
-            self.metrics.turn_done(stats)
-        yield DoneEvent(conv_id, msg_id, answer, stats, prepared.retrieval_ms)
+        yield self._finish(principal, question, prepared, grounded, answer, stats, replace_ids)
 
-    def _store(
+    def _extract(
         self,
         principal: Principal,
         question: str,
         prepared: PreparedTurn,
+        grounded: TurnGrounding,
+        replace_ids: tuple[int, ...],
+    ) -> Iterator[ChatEvent]:
+        """An ``extractive`` turn: the card, verbatim, is the whole answer (no engine call)."""
+        if self.metrics is not None:
+            self.metrics.observe_retrieval(prepared.retrieval_ms)
+        yield RetrievalEvent(
+            prepared.citations, prepared.retrieval_ms, grounded.card, grounded.mode
+        )
+        answer = grounding.extractive_answer(grounded.card, question)
+        yield DeltaEvent(answer)
+        took_s = grounded.evidence_ms / 1000
+        stats = GenerationStats(0, 0, 0, took_s, took_s, "stop")
+        yield self._finish(principal, question, prepared, grounded, answer, stats, replace_ids)
+
+    def _finish(
+        self,
+        principal: Principal,
+        question: str,
+        prepared: PreparedTurn,
+        grounded: TurnGrounding,
         answer: str,
         stats: GenerationStats,
-        replace_ids: tuple[int, ...] = (),
-    ) -> tuple[int, int]:
-        """Store the turn; for a regenerated answer, delete the turn it replaces in the same
-        transaction (the conversation never holds both, nor neither)."""
-        now = datetime.now(UTC)
-        with self.db.session() as s:
-            if prepared.conversation_id is None:
-                conv = Conversation(user_id=principal.user_id, title=question[:80], updated_at=now)
-                s.add(conv)
-                s.flush()
-            else:
-                conv = owned_conversation(s, principal, prepared.conversation_id)
-                conv.updated_at = now
-            s.add(
-                Message(
-                    conversation_id=conv.id,
-                    role="user",
-                    content=question,
-                    prompt_text=prepared.user_turn,
-                )
-            )
-            reply = Message(
-                conversation_id=conv.id,
-                role="assistant",
-                content=answer,
-                citations=[asdict(c) for c in prepared.citations],
-                finish_reason=stats.finish_reason,
-                prompt_tokens=stats.prompt_tokens,
-                cached_tokens=stats.cached_tokens,
-                completion_tokens=stats.completion_tokens,
-                ttft_ms=stats.ttft_s * 1000,
-                e2e_ms=stats.e2e_s * 1000,
-                retrieval_ms=prepared.retrieval_ms,
-                ordering=prepared.settings.ordering,
-            )
-            s.add(reply)
-            s.flush()
-            if replace_ids:  # after the insert, so the new turn never reuses the old ids
-                s.execute(delete(Message).where(Message.id.in_(replace_ids)))
-            return conv.id, reply.id
+        replace_ids: tuple[int, ...],
+    ) -> DoneEvent:
+        """Check the answer against the sources, store the turn, count it."""
+        result = grounding.check(answer, grounded)
+        conv_id, msg_id = store_turn(
+            self.db, principal, question, prepared, answer, stats, grounded, result, replace_ids
+        )
+        if self.metrics is not None:
+            self.metrics.turn_done(stats if grounded.mode != "extractive" else None)
+            self._count_check(grounded.mode, result)
+        return DoneEvent(conv_id, msg_id, answer, stats, prepared.retrieval_ms, result)
+
+    def _count_check(self, mode: str, result: AnswerCheck) -> None:
+        if self.metrics is not None:
+            facts = sum(len(v.unsupported_facts) for v in result.sentences)
+            unsupported = result.total - result.supported
+            self.metrics.answer_checked(mode, result.supported, unsupported, facts)
 
     # ---- regenerate -----------------------------------------------------------------------
 
@@ -273,3 +312,60 @@ class ChatService:
                 raise ChatError("empty", "this conversation has no answer to regenerate")
             question, old_ids = last[0].content, tuple(m.id for m in last)
         return self._start(principal, question, conversation_id, replace_ids=old_ids)
+
+    # ---- continue -------------------------------------------------------------------------
+
+    def continue_answer(self, principal: Principal, conversation_id: int) -> Iterator[ChatEvent]:
+        """Go on with the conversation's last answer where the length limit cut it (see
+        ``appliance.core.services.continuation``): the stream is that of a turn (the stored
+        citations with ``retrieval_ms`` 0, the new text as deltas, then ``DoneEvent`` with the
+        whole answer and this request's own stats), and the stored answer grows in place
+        (``extend_answer`` says how its measures add up). A refusal (no cut answer, busy, too
+        long, down) is a ``ChatError`` raised here; a stop or an engine failure stores nothing,
+        so the answer stays as it was."""
+        try:
+            with self.db.session() as s:
+                conv = owned_conversation(s, principal, conversation_id)
+                reply_id = cut_answer(conv).id
+                stored = self._history(conv)
+            chosen = self.settings.current()
+            turn = continuation(
+                self.engine,
+                reply_id,
+                stored,
+                chosen.system_prompt,
+                self.cfg.history_turns,
+                chosen.max_new_tokens,
+            )
+            sampling = chosen.sampling(self.cfg.top_p)  # the same sampling as a turn's
+            stream = self.engine.generate(GenerateRequest(prompt=turn.prompt, sampling=sampling))
+        except EngineError as exc:
+            if self.metrics is not None:
+                self.metrics.turn_failed(engine_kind(exc))
+            raise ChatError.from_engine(exc) from exc
+        return self._run_continued(conversation_id, turn, stream)
+
+    def _run_continued(
+        self, conversation_id: int, turn: ContinuedTurn, stream: Iterator
+    ) -> Iterator[ChatEvent]:
+        yield RetrievalEvent(turn.citations, 0.0)
+        parts: list[str] = []
+        stats = yield from self._relay(stream, parts)
+        if stats is None:
+            return
+        grown = store_continued(self.db, turn, "".join(parts), stats)
+        if grown is None:  # regenerated, or continued by another request meanwhile
+            yield ErrorEvent("invalid", "the answer changed while it was continued")
+            return
+        observe_continued(self.ordering, self.engine, turn, stats, grown)
+        # the grown answer is checked again, against the sources the turn cited
+        sources = {c.number: c.text for c in turn.citations}
+        result = grounding.check(
+            grown.content, TurnGrounding("generative", (), sources, tuple(sources.values()))
+        )
+        store_check(self.db, turn.message_id, result)
+        if self.metrics is not None:
+            self.metrics.turn_done(stats)
+        yield DoneEvent(
+            conversation_id, turn.message_id, grown.content, stats, grown.retrieval_ms, result
+        )

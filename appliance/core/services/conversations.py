@@ -1,6 +1,6 @@
 """A user's conversations: the list, the stored messages, typed turns with their metrics,
-rename, delete, feedback, and the entry points for asking and regenerating that the chat page
-and the APIs share (the turn itself is ``ChatService``'s).
+rename, delete, feedback, and the entry points for asking, regenerating and continuing that the
+chat page and the APIs share (the turn itself is ``ChatService``'s).
 
 Every method takes the ``Principal`` and touches only that user's rows; someone else's id
 reads as "not found", so ids leak nothing.
@@ -9,7 +9,7 @@ reads as "not found", so ids leak nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sqlalchemy import select
@@ -52,6 +52,10 @@ class ConversationMessage:
     ttft_ms: float | None
     e2e_ms: float | None
     retrieval_ms: float | None
+    # answers: the evidence card, the verdicts (``appliance.api.grounded`` shapes), the mode
+    evidence: list[dict] = field(default_factory=list)
+    verification: dict | None = None
+    answer_mode: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,12 @@ class Turn:
     citations: list[dict]
     stats: TurnStats
     rating: int | None  # this user's thumbs: +1, -1 or None
+    # why the answer ended: "length" when the limit cut it (the chat offers Continue)
+    finish_reason: str | None = None
+    # grounding: the evidence card, each sentence's verdict, the mode that answered
+    evidence: list[dict] = field(default_factory=list)
+    verification: dict | None = None
+    answer_mode: str | None = None
 
 
 def _stats(m: Message) -> TurnStats:
@@ -107,6 +117,18 @@ def _stats(m: Message) -> TurnStats:
         m.retrieval_ms or 0.0,
         m.ordering,
     )
+
+
+def _verification(m: Message) -> dict | None:
+    """The stored verdicts as the APIs show them (``appliance.api.grounded``)."""
+    if not m.verdicts:
+        return None
+    return {
+        "supported": m.claims_supported or 0,
+        "total": m.claims_total or 0,
+        "sentences": list(m.verdicts.get("verdicts", [])),
+        "bad_markers": list(m.verdicts.get("bad_markers", [])),
+    }
 
 
 def _stored(m: Message) -> ConversationMessage:
@@ -122,6 +144,9 @@ def _stored(m: Message) -> ConversationMessage:
         m.ttft_ms,
         m.e2e_ms,
         m.retrieval_ms,
+        list(m.evidence or []),
+        _verification(m),
+        m.answer_mode,
     )
 
 
@@ -187,6 +212,10 @@ class ConversationService:
                             list(m.citations or []),
                             _stats(m),
                             ratings.get(m.id),
+                            m.finish_reason,
+                            list(m.evidence or []),
+                            _verification(m),
+                            m.answer_mode,
                         )
                     )
                     pending = None
@@ -305,4 +334,10 @@ class ConversationService:
         """Replace the last answer with a new one (see ``ChatService.regenerate``)."""
         return engine_errors_as_chat_errors(
             lambda: self.chat.regenerate(principal, conversation_id)
+        )
+
+    def continue_answer(self, principal: Principal, conversation_id: int) -> Iterator[ChatEvent]:
+        """Go on with a last answer the length limit cut (see ``ChatService.continue_answer``)."""
+        return engine_errors_as_chat_errors(
+            lambda: self.chat.continue_answer(principal, conversation_id)
         )

@@ -1,9 +1,11 @@
-"""The knowledge base: owns the vector and BM25 indexes, keeps them in step with the chunk
-table, and retrieves (hybrid, fused by RRF) within the collections a caller may read.
+"""The knowledge base: owns the vector and BM25 indexes and the evidence pieces, keeps them
+in step with the chunk table, retrieves (hybrid, fused by RRF) within the collections a caller
+may read, and picks the evidence sentences of what it retrieved.
 
 The database is the source of truth. Every change commits chunks to the DB first and then
 updates and atomically saves the indexes; on start ``reconcile`` adds chunks an index lacks
-and drops entries whose chunks are gone, so a crash between the two steps heals itself.
+and drops entries whose chunks are gone, so a crash between the two steps heals itself. The
+same repair fills in the pieces of chunks indexed before pieces existed (an upgrade).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sqlalchemy import select
@@ -20,8 +22,11 @@ from appliance.core.db.models import Chunk, Document
 from appliance.core.db.session import Database
 from rag.bm25 import BM25Index
 from rag.embeddings import Embedder
+from rag.evidence import EvidenceCandidate, EvidenceSpan, rank_evidence
 from rag.hybrid import HybridRetriever
 from rag.index import VectorIndex
+from rag.piece_store import PieceStore
+from rag.piece_vectors import build_pieces
 from rag.prompt import chunk_header
 from rag.types import RetrievedChunk
 
@@ -30,6 +35,15 @@ log = logging.getLogger(__name__)
 
 def embedding_text(title: str, section: str, text: str) -> str:
     return f"{chunk_header(title, section, None)}\n{text}"
+
+
+def _text_of(row) -> str:  # noqa: ANN001 - a row of ``KnowledgeBase._rows``
+    return embedding_text(row.title, row.section, row.text)
+
+
+# chunks embedded per step when filling in or recomputing pieces (one progress report each)
+FILL_BATCH = 64
+Progress = Callable[[int, int], None]  # (chunks done, chunks in all)
 
 
 class KnowledgeBase:
@@ -41,52 +55,145 @@ class KnowledgeBase:
         loaded = VectorIndex.load(index_dir, embedder.dim, embedder.name)
         self.index = loaded or VectorIndex(embedder.dim, embedder.name)
         self.bm25 = BM25Index.load(index_dir) or BM25Index()
+        self.pieces = PieceStore.load(index_dir, embedder.dim, embedder.name) or PieceStore(
+            embedder.dim, embedder.name
+        )
         self.collection_of: dict[int, str] = {}  # chunk id -> collection, for access checks
         self.hybrid = HybridRetriever(self.index, self.bm25, embed=self.embedder.embed)
 
-    def reconcile(self) -> tuple[int, int]:
-        """Make both indexes hold exactly the DB's chunks; return (added, removed) vectors."""
-        with self._lock, self.db.session() as s:
-            rows = s.execute(
-                select(
-                    Chunk.id, Chunk.section, Chunk.text, Document.title, Document.collection
-                ).join(Document)
-            ).all()
+    def _rows(self, ids: Sequence[int] | None = None) -> list:  # noqa: ANN401 - SQLAlchemy rows
+        """(id, section, text, title, collection) of the given chunks (None: all), by id."""
+        query = select(
+            Chunk.id, Chunk.section, Chunk.text, Document.title, Document.collection
+        ).join(Document)
+        if ids is not None:
+            query = query.where(Chunk.id.in_(list(ids)))
+        with self.db.session() as s:
+            return list(s.execute(query.order_by(Chunk.id)).all())
+
+    def reconcile(self, progress: Progress | None = None) -> tuple[int, int]:
+        """Make the indexes and the piece store hold exactly the DB's chunks; return (added,
+        removed) vectors. Chunks without pieces (an index from before pieces) get them, with
+        their progress logged."""
+        with self._lock:
+            rows = self._rows()
             self.collection_of = {r.id: r.collection for r in rows}
             in_db = set(self.collection_of)
-            added = removed = 0
-            for index, embed in ((self.index, True), (self.bm25, False)):
-                have = index.ids()
-                stale = sorted(have - in_db)
-                missing = [r for r in rows if r.id not in have]
-                gone = index.remove(stale) if stale else 0
-                if missing:
-                    texts = [embedding_text(r.title, r.section, r.text) for r in missing]
-                    ids = [r.id for r in missing]
-                    index.add(ids, self.embedder.embed(texts) if embed else texts)
-                if stale or missing:
-                    index.save(self.index_dir)
-                if embed:
-                    added, removed = len(missing), gone
+            have_vec, have_bm25, have_pieces = (
+                self.index.ids(),
+                self.bm25.ids(),
+                self.pieces.ids(),
+            )
+            removed = self.index.remove(sorted(have_vec - in_db))
+            changed_bm25 = bool(self.bm25.remove(sorted(have_bm25 - in_db)))
+            changed_pieces = bool(self.pieces.remove(sorted(have_pieces - in_db)))
+            missing_bm25 = [r for r in rows if r.id not in have_bm25]
+            if missing_bm25:
+                self.bm25.add([r.id for r in missing_bm25], [_text_of(r) for r in missing_bm25])
+            todo = [r for r in rows if r.id not in have_vec or r.id not in have_pieces]
+            if todo and have_pieces != in_db:
+                log.info("computing evidence pieces for %d chunks", len(todo))
+            added = self._fill(todo, replace_vectors=in_db - have_vec, progress=progress)
+            if removed or added:
+                self.index.save(self.index_dir)
+            if changed_bm25 or missing_bm25:
+                self.bm25.save(self.index_dir)
+            if changed_pieces or todo:
+                self.pieces.save(self.index_dir)
             return added, removed
 
-    def add_chunks(self, ids: Sequence[int], texts: Sequence[str], collection: str) -> None:
-        vecs = self.embedder.embed(list(texts))
+    def _fill(self, rows: Sequence, replace_vectors: set[int], progress: Progress | None) -> int:
+        """Embed ``rows`` in batches: store every row's pieces, and the chunk vector of those
+        in ``replace_vectors``; returns how many vectors were added."""
+        added = 0
+        for at in range(0, len(rows), FILL_BATCH):
+            batch = rows[at : at + FILL_BATCH]
+            vecs, pieces = build_pieces(
+                self.embedder,
+                [_text_of(r) for r in batch],
+                [r.text for r in batch],
+                self.bm25.tokenizer,
+            )
+            self.pieces.add([r.id for r in batch], pieces)
+            keep = [n for n, r in enumerate(batch) if r.id in replace_vectors]
+            if keep:
+                self.index.add([batch[n].id for n in keep], vecs[keep])
+                added += len(keep)
+            done = min(at + FILL_BATCH, len(rows))
+            if progress:
+                progress(done, len(rows))
+            elif len(rows) > FILL_BATCH:
+                log.info("evidence pieces: %d of %d chunks", done, len(rows))
+        return added
+
+    def reindex(self, progress: Progress | None = None) -> int:
+        """Recompute every chunk's vector, BM25 tokens and pieces; returns the chunk count."""
+        with self._lock:
+            rows = self._rows()
+            self.index.remove(sorted(self.index.ids()))
+            self.bm25.remove(sorted(self.bm25.ids()))
+            self.pieces.remove(sorted(self.pieces.ids()))
+            self.collection_of = {r.id: r.collection for r in rows}
+            if rows:
+                self.bm25.add([r.id for r in rows], [_text_of(r) for r in rows])
+            self._fill(rows, replace_vectors={r.id for r in rows}, progress=progress)
+            self.index.save(self.index_dir)
+            self.bm25.save(self.index_dir)
+            self.pieces.save(self.index_dir)
+            return len(rows)
+
+    def add_chunks(
+        self,
+        ids: Sequence[int],
+        texts: Sequence[str],
+        collection: str,
+        chunk_texts: Sequence[str] | None = None,
+    ) -> None:
+        """Index committed chunks: ``texts`` are their ``embedding_text``s, ``chunk_texts``
+        their own texts (None: read from the database), which the pieces' offsets refer to."""
+        if chunk_texts is None:
+            by_id = {r.id: r.text for r in self._rows(ids)}
+            if len(by_id) != len(set(ids)):
+                raise ValueError("add_chunks: chunks must be committed to the database first")
+            chunk_texts = [by_id[i] for i in ids]
+        vecs, pieces = build_pieces(self.embedder, texts, chunk_texts, self.bm25.tokenizer)
         with self._lock:
             self.index.add(ids, vecs)
             self.bm25.add(ids, texts)
+            self.pieces.add(ids, pieces)
             self.collection_of.update(dict.fromkeys(ids, collection))
             self.index.save(self.index_dir)
             self.bm25.save(self.index_dir)
+            self.pieces.save(self.index_dir)
 
     def remove_chunks(self, ids: Sequence[int]) -> None:
         with self._lock:
             self.index.remove(ids)
             self.bm25.remove(ids)
+            self.pieces.remove(ids)
             for i in ids:
                 self.collection_of.pop(i, None)
             self.index.save(self.index_dir)
             self.bm25.save(self.index_dir)
+            self.pieces.save(self.index_dir)
+
+    def evidence(
+        self, question: str, chunks: Sequence[RetrievedChunk], k: int = 2
+    ) -> list[EvidenceSpan]:
+        """The ``k`` pieces of ``chunks`` that best answer ``question``, best first, verbatim,
+        with offsets into each chunk's text. Reads only the chunks given; a chunk without
+        stored pieces (not reconciled yet) is skipped. The question's vector is the one
+        retrieval just computed (the retriever remembers recent queries)."""
+        if k <= 0 or not chunks or not question.strip():
+            return []
+        vector = self.hybrid.query_vector(question)
+        terms = self.bm25.tokenizer.tokenize(question)
+        candidates = [
+            EvidenceCandidate(c.chunk_id, c.text, p)
+            for c in chunks
+            if (p := self.pieces.get(c.chunk_id)) is not None
+        ]
+        return rank_evidence(vector, terms, candidates, k)
 
     def retrieve(
         self, query: str, k: int, collections: frozenset[str] | None = None

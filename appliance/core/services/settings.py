@@ -14,6 +14,8 @@ from sqlalchemy import select
 
 from appliance.core.db.models import AuditEvent, Setting, utcnow
 from appliance.core.db.session import Database
+from appliance.core.services.grounding import ANSWER_MODES, AnswerMode
+from engine.base import SamplingParams
 
 
 class SettingsError(ValueError):
@@ -31,11 +33,45 @@ class ChatSettings:
     # them cached (strategies that take riders: ``prefix``); 0 disables. Same default as
     # ``RagConfig.riders``
     riders: int = 6
+    # repetition control: SGLang's sampling parameters, with its ranges (``ChatConfig`` has the
+    # same defaults and says why)
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.15
+    min_p: float = 0.0
+    sampling_top_k: int = -1  # tokens to sample from; -1: the whole vocabulary
+    min_new_tokens: int = 0
+    # grounded answers: the answer mode, and how many evidence sentences the card shows
+    answer_mode: AnswerMode = "grounded"
+    evidence_sentences: int = 2
+
+    def sampling(self, top_p: float) -> SamplingParams:
+        """The engine's sampling parameters for a turn under these settings."""
+        return SamplingParams(
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            top_p=top_p,
+            top_k=self.sampling_top_k,
+            min_p=self.min_p,
+            frequency_penalty=self.frequency_penalty,
+            presence_penalty=self.presence_penalty,
+            repetition_penalty=self.repetition_penalty,
+            min_new_tokens=self.min_new_tokens,
+        )
 
 
 MAX_SYSTEM_PROMPT_CHARS = 8000
 MAX_TOP_K = 32
 MAX_RIDERS = 32
+MAX_EVIDENCE_SENTENCES = 5
+# float settings: (low, high, low included); SGLang's SamplingParams.verify ranges
+FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
+    "temperature": (0.0, 2.0, True),
+    "frequency_penalty": (-2.0, 2.0, True),
+    "presence_penalty": (-2.0, 2.0, True),
+    "repetition_penalty": (0.0, 2.0, False),
+    "min_p": (0.0, 1.0, True),
+}
 
 
 def apply_changes(
@@ -52,7 +88,21 @@ def apply_changes(
     out: dict[str, Any] = {}
     for key, value in changes.items():
         out[key] = _check(key, value, strategies, max_new_tokens_cap)
-    return replace(current, **out)
+    after = replace(current, **out)
+    if after.min_new_tokens > after.max_new_tokens:
+        raise SettingsError(
+            f"min_new_tokens: must not exceed max_new_tokens ({after.max_new_tokens})"
+        )
+    return after
+
+
+def _float_in_range(key: str, value: Any) -> float:
+    low, high, low_included = FLOAT_RANGES[key]
+    number = float(value)
+    if not (low <= number if low_included else low < number) or not number <= high:
+        bracket = "[" if low_included else "("
+        raise SettingsError(f"{key}: must be in {bracket}{low:g}, {high:g}]")
+    return number
 
 
 def _check(key: str, value: Any, strategies: Sequence[str], cap: int) -> Any:
@@ -78,10 +128,28 @@ def _check(key: str, value: Any, strategies: Sequence[str], cap: int) -> Any:
                     f"ordering: {value!r} is not available; choose one of {', '.join(strategies)}"
                 )
             return str(value)
-        if key == "temperature":
-            number = float(value)
-            if not 0.0 <= number <= 2.0:
-                raise SettingsError("temperature: must be between 0 and 2")
+        if key in FLOAT_RANGES:
+            return _float_in_range(key, value)
+        if key == "answer_mode":
+            if value not in ANSWER_MODES:
+                raise SettingsError(f"answer_mode: choose one of {', '.join(ANSWER_MODES)}")
+            return str(value)
+        if key == "evidence_sentences":
+            number = int(value)
+            if not 0 <= number <= MAX_EVIDENCE_SENTENCES:
+                raise SettingsError(
+                    f"evidence_sentences: must be between 0 and {MAX_EVIDENCE_SENTENCES}"
+                )
+            return number
+        if key == "sampling_top_k":
+            number = int(value)
+            if number != -1 and number < 1:
+                raise SettingsError("sampling_top_k: must be -1 (off) or at least 1")
+            return number
+        if key == "min_new_tokens":
+            number = int(value)
+            if not 0 <= number <= cap:
+                raise SettingsError(f"min_new_tokens: must be between 0 and {cap}")
             return number
         number = int(value)  # max_new_tokens
         if not 1 <= number <= cap:

@@ -36,6 +36,8 @@ class PreparedTurn:
     prefix: tuple[str, ...]
     sent_chunk_ids: tuple[int, ...]
     page_tokens: int  # the engine's prefix-cache granularity when the turn was laid out
+    # every chunk this turn cites (retrieved, then riders): what the evidence card reads
+    sources: tuple[RetrievedChunk, ...] = ()
 
 
 class TurnPrompts:
@@ -115,6 +117,7 @@ class TurnPrompts:
             prefix,
             tuple(c.chunk_id for _n, c in new_chunks),
             info.cache_page_tokens,
+            (*retrieved, *riders),
         )
 
     def _candidates(

@@ -24,6 +24,9 @@ MESSAGE_FIELDS = [
     "ttft_ms",
     "e2e_ms",
     "retrieval_ms",
+    "evidence",
+    "verification",
+    "answer_mode",
 ]
 
 
@@ -59,9 +62,17 @@ def test_streamed_turn_over_http(client: TestClient, appliance) -> None:  # noqa
         events = sse_events(response)
     assert events[0]["type"] == "retrieval"
     assert events[0]["citations"][0]["source"] == "it-vpn-access.md"
-    assert any(e["type"] == "delta" for e in events)
+    # the evidence card (grounded, the default) comes with the sources, before any text
+    assert events[0]["mode"] == "grounded" and events[0]["evidence"]
+    card = events[0]["evidence"][0]
+    chunk = next(c for c in events[0]["citations"] if c["number"] == card["number"])
+    assert chunk["text"][card["start"] : card["end"]] == card["text"]
+    assert events[1]["type"] == "delta"
     done = events[-1]
     assert done["type"] == "done" and done["stats"]["prompt_tokens"] > 0
+    verification = done["verification"]
+    assert set(verification) == {"supported", "total", "sentences", "bad_markers"}
+    assert verification["supported"] <= verification["total"]
     conv = done["conversation_id"]
     listed = client.get("/api/conversations", headers=headers).json()
     assert conv in [c["id"] for c in listed]
@@ -78,6 +89,9 @@ def test_streamed_turn_over_http(client: TestClient, appliance) -> None:  # noqa
     assert stored[1]["id"] == done["message_id"]
     assert stored[1]["citations"] == events[0]["citations"]
     assert stored[1]["prompt_tokens"] == done["stats"]["prompt_tokens"]
+    assert stored[1]["evidence"][0]["text"] == card["text"]
+    assert stored[1]["verification"]["total"] == verification["total"]
+    assert stored[1]["answer_mode"] == "grounded"
 
     other = login(client, appliance, "api-other")
     assert client.get(f"/api/conversations/{conv}", headers=other).status_code == 404

@@ -3,11 +3,14 @@ conversations only; API keys; throttled logins answer 429 with Retry-After."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fastapi.testclient import TestClient
 from support.servers import api_login as login
 
 from appliance.api.chat import build_api
+from appliance.core.db.models import Message
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +82,44 @@ def test_throttled_login_answers_429(client: TestClient, appliance) -> None:  # 
     assert codes == [401] * (limit - 1) + [429]  # the failure that locks says so
     right = client.post("/api/login", json={**wrong, "password": "password-789"})
     assert right.status_code == 429 and int(right.headers["retry-after"]) > 0
+
+
+def test_continue_a_cut_answer_over_http(client: TestClient, appliance) -> None:  # noqa: ANN001
+    mine = login(client, appliance, "api-continue-owner")
+    theirs = login(client, appliance, "api-continue-other")
+    before = appliance.settings.current().max_new_tokens
+    appliance.settings.update("admin", {"max_new_tokens": 5})
+    try:
+        body = {"question": "How do I reset my VPN password?", "stream": False}
+        done = client.post("/api/chat", json=body, headers=mine).json()["events"][-1]
+        assert done["stats"]["finish_reason"] == "length"
+        conv, message = done["conversation_id"], done["message_id"]
+        [_, cut] = client.get(f"/api/conversations/{conv}", headers=mine).json()["messages"]
+        url = f"/api/conversations/{conv}/continue"
+        assert client.post(url, json={"stream": False}, headers=theirs).status_code == 404
+
+        # streamed: the same SSE events as a turn, the stored citations first
+        with client.stream("POST", url, headers=mine) as response:
+            assert response.status_code == 200
+            lines = [x for x in response.iter_lines() if x.startswith("data: ")]
+        assert lines[-1] == "data: [DONE]"
+        events = [json.loads(x.removeprefix("data: ")) for x in lines[:-1]]
+        assert [e["type"] for e in events][0] == "retrieval" and events[-1]["type"] == "done"
+        assert events[0]["citations"] == cut["citations"]
+        added = "".join(e["text"] for e in events if e["type"] == "delta")
+        assert added and events[-1]["message_id"] == message
+        assert events[-1]["stats"]["cached_tokens"] > 0  # the prompt came from the cache
+
+        # as one JSON object: it grows again, in place
+        again = client.post(url, json={"stream": False}, headers=mine).json()
+        assert again["events"][-1]["type"] == "done"
+        [_, grown] = client.get(f"/api/conversations/{conv}", headers=mine).json()["messages"]
+        assert grown["id"] == message
+        assert grown["content"] == cut["content"] + added + again["answer"]
+    finally:
+        appliance.settings.update("admin", {"max_new_tokens": before})
+    # an answer that ended on its own has nothing to continue
+    with appliance.db.session() as s:
+        s.get(Message, message).finish_reason = "stop"
+    refused = client.post(url, json={"stream": False}, headers=mine)
+    assert refused.status_code == 400 and "not cut" in refused.text

@@ -41,6 +41,8 @@ def test_completion_with_citations_and_cached_usage(base: str, keys, appliance) 
         assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
         extra = reply.model_extra
         assert extra["citations"][0]["source"] == "it-vpn-access.md"
+        assert extra["evidence"] and {"number", "start", "end", "text"} <= set(extra["evidence"][0])
+        assert extra["verification"]["supported"] <= extra["verification"]["total"]
         conv = extra["conversation_id"]
 
         # streamed follow-up in the same conversation: the first turn is in the engine's cache
@@ -55,6 +57,8 @@ def test_completion_with_citations_and_cached_usage(base: str, keys, appliance) 
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text and sum(bool(c.choices and c.choices[0].delta.content) for c in chunks) >= 2
     assert chunks[0].model_extra["citations"]
+    assert "evidence" in chunks[0].model_extra  # the card rides on the first chunk
+    assert chunks[-1].model_extra["verification"] is not None
     last = chunks[-1]
     assert last.choices[0].finish_reason in ("stop", "length")
     assert last.model_extra["conversation_id"] == conv

@@ -200,3 +200,74 @@ def test_admin_settings_apply_to_the_next_turn(appliance, staff) -> None:  # noq
         appliance.settings.update(
             "admin", {k: getattr(before, k) for k in ("top_k", "ordering", "max_new_tokens")}
         )
+
+
+def test_continue_grows_a_cut_answer_in_place_on_the_cached_prefix(appliance, staff) -> None:  # noqa: ANN001
+    before = appliance.settings.current()
+    try:
+        appliance.settings.update("admin", {"max_new_tokens": 6, "min_new_tokens": 0})
+        first = ask(appliance, staff, "How do I reset my VPN password?")[-1]
+        assert first.stats.finish_reason == "length"
+        conv = first.conversation_id
+        events = list(appliance.chat.continue_answer(staff, conv))
+    finally:
+        appliance.settings.update(
+            "admin", {k: getattr(before, k) for k in ("max_new_tokens", "min_new_tokens")}
+        )
+    assert isinstance(events[0], RetrievalEvent) and events[0].retrieval_ms == 0.0
+    assert [c.number for c in events[0].citations] == [
+        c["number"] for c in convs(appliance).messages(staff, conv)[1].citations
+    ]
+    added = "".join(e.text for e in events if isinstance(e, DeltaEvent))
+    done = events[-1]
+    assert isinstance(done, DoneEvent) and added
+    # the same answer, grown: same id, the old text then the new
+    assert done.message_id == first.message_id and done.answer == first.answer + added
+    [_, reply] = convs(appliance).messages(staff, conv)
+    assert reply.id == first.message_id and reply.content == first.answer + added
+    # the prompt was the turn's prompt plus the answer so far: all of the turn's prompt came
+    # from the prefix cache
+    assert done.stats.prompt_tokens > first.stats.prompt_tokens
+    assert done.stats.cached_tokens >= first.stats.prompt_tokens - 1
+    # measures over both requests: tokens and engine time add up, TTFT stays the first's
+    assert reply.completion_tokens == first.stats.completion_tokens + done.stats.completion_tokens
+    assert reply.prompt_tokens == first.stats.prompt_tokens + done.stats.prompt_tokens
+    assert reply.cached_tokens == first.stats.cached_tokens + done.stats.cached_tokens
+    assert reply.ttft_ms == pytest.approx(first.stats.ttft_s * 1000)
+    assert reply.e2e_ms == pytest.approx((first.stats.e2e_s + done.stats.e2e_s) * 1000)
+    assert reply.finish_reason == done.stats.finish_reason
+
+
+def test_continue_is_refused_unless_the_last_answer_was_cut(appliance, staff) -> None:  # noqa: ANN001
+    before = appliance.settings.current()
+    try:
+        appliance.settings.update("admin", {"max_new_tokens": 4, "min_new_tokens": 0})
+        cut = ask(appliance, staff, "Where is the helpdesk?")[-1]
+    finally:
+        appliance.settings.update(
+            "admin", {k: getattr(before, k) for k in ("max_new_tokens", "min_new_tokens")}
+        )
+    conv = cut.conversation_id
+    other = appliance.auth.create_user("other-continue", "password-456")
+    with pytest.raises(ChatError) as err:
+        appliance.chat.continue_answer(other, conv)
+    assert err.value.kind == "not_found"
+    # a busy engine refuses before anything changes, as in a turn
+    busy = ChatService(
+        appliance.db,
+        appliance.knowledge,
+        _BusyEngine(appliance.engine),
+        appliance.config.chat,
+        appliance.settings,
+        appliance.ordering,
+    )
+    with pytest.raises(ChatError) as err:
+        busy.continue_answer(staff, conv)
+    assert err.value.kind == "busy"
+    assert convs(appliance).messages(staff, conv)[1].content == cut.answer
+    # an answer that ended on its own is not continued
+    with appliance.db.session() as s:
+        s.get(Message, cut.message_id).finish_reason = "stop"
+    with pytest.raises(ChatError) as err:
+        appliance.chat.continue_answer(staff, conv)
+    assert err.value.kind == "invalid"

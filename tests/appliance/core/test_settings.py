@@ -32,6 +32,21 @@ def test_valid_changes_are_applied_and_coerced() -> None:
     assert out.system_prompt == DEFAULTS.system_prompt
 
 
+def test_repetition_control_takes_sglangs_ranges() -> None:
+    changes = {
+        "frequency_penalty": "-2",
+        "presence_penalty": 2,
+        "repetition_penalty": "2.0",
+        "min_p": 1,
+        "sampling_top_k": "40",
+        "min_new_tokens": 256,
+    }
+    out = apply_changes(DEFAULTS, changes, STRATEGIES, 1024)
+    assert (out.frequency_penalty, out.presence_penalty, out.repetition_penalty) == (-2, 2, 2)
+    assert (out.min_p, out.sampling_top_k, out.min_new_tokens) == (1.0, 40, 256)
+    assert apply_changes(DEFAULTS, {"sampling_top_k": -1}, STRATEGIES, 1024).sampling_top_k == -1
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
@@ -42,6 +57,15 @@ def test_valid_changes_are_applied_and_coerced() -> None:
         ({"max_new_tokens": 5000}, "max_new_tokens"),
         ({"system_prompt": "   "}, "system_prompt"),
         ({"turbo": True}, "unknown setting"),
+        ({"frequency_penalty": 2.5}, r"frequency_penalty: must be in \[-2, 2\]"),
+        ({"presence_penalty": -3}, r"presence_penalty: must be in \[-2, 2\]"),
+        ({"repetition_penalty": 0}, r"repetition_penalty: must be in \(0, 2\]"),
+        ({"repetition_penalty": "nan"}, "repetition_penalty"),
+        ({"min_p": 1.5}, r"min_p: must be in \[0, 1\]"),
+        ({"sampling_top_k": 0}, "sampling_top_k: must be -1"),
+        ({"min_new_tokens": -1}, "min_new_tokens"),
+        ({"min_new_tokens": 300}, "min_new_tokens: must not exceed max_new_tokens"),
+        ({"max_new_tokens": 4, "min_new_tokens": 8}, "min_new_tokens: must not exceed"),
     ],
 )
 def test_bad_values_are_refused_with_the_key_named(changes: dict, message: str) -> None:
@@ -68,6 +92,17 @@ def test_update_is_stored_audited_and_seen_by_a_second_service(service: Settings
         [event] = list(events)
         assert event.actor == "root"
         assert event.detail == {"top_k": [4, 8], "ordering": ["relevance", "doc_id"]}
+
+
+def test_penalty_changes_are_audited_with_old_and_new_values(service: SettingsService) -> None:
+    after = service.update("root", {"repetition_penalty": 1.3, "frequency_penalty": 0.2})
+    assert service.current() == after
+    with service.db.session() as s:
+        [event] = list(s.scalars(select(AuditEvent).where(AuditEvent.action == "settings.update")))
+        assert event.detail == {
+            "repetition_penalty": [DEFAULTS.repetition_penalty, 1.3],
+            "frequency_penalty": [0.0, 0.2],
+        }
 
 
 def test_a_refused_update_changes_nothing(service: SettingsService) -> None:

@@ -92,6 +92,8 @@ class MetricsSampler:
                     Message.cached_tokens,
                     Message.completion_tokens,
                     Message.e2e_ms,
+                    Message.claims_total,
+                    Message.claims_supported,
                 )
                 .where(
                     Message.role == "assistant",
@@ -109,6 +111,8 @@ class MetricsSampler:
                 cached_tokens=r[3] or 0,
                 completion_tokens=r[4] or 0,
                 e2e_ms=float(r[5] or 0.0),
+                claims_total=r[6] or 0,
+                claims_supported=r[7] or 0,
             )
             for r in reversed(rows)
         ]

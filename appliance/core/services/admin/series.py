@@ -29,23 +29,31 @@ class Turn:
     cached_tokens: int
     completion_tokens: int
     e2e_ms: float
+    # checked answer sentences (0 and 0 for answers stored before answers were checked)
+    claims_total: int = 0
+    claims_supported: int = 0
 
 
 def rolling_turn_stats(turns: Sequence[Turn], window: int = 20) -> list[dict]:
     """Per turn, oldest first: TTFT p50/p95 and the cache hit rate over the last ``window``
-    turns up to and including it (so every point is backed by real turns)."""
+    turns up to and including it (so every point is backed by real turns), and the share of
+    their checked sentences that the sources support (None while none was checked)."""
     out = []
     for i, turn in enumerate(turns):
         recent = turns[max(0, i - window + 1) : i + 1]
         ttfts = [t.ttft_ms for t in recent]
         prompt = sum(t.prompt_tokens for t in recent)
         cached = sum(t.cached_tokens for t in recent)
+        claims = sum(t.claims_total for t in recent)
         out.append(
             {
                 "time": turn.at,
                 "ttft_p50_ms": percentile(ttfts, 50),
                 "ttft_p95_ms": percentile(ttfts, 95),
                 "turn_hit_rate": cached / prompt if prompt else 0.0,
+                "verified_share": (
+                    sum(t.claims_supported for t in recent) / claims if claims else None
+                ),
             }
         )
     return out

@@ -1,0 +1,130 @@
+"""Grounded answers: what the documents say, shown before the model speaks, and a check of what
+the model said against them afterwards.
+
+- ``card``: the best evidence sentences of the turn's cited chunks, verbatim, each with the
+  citation number of its chunk (the "From the documents" card; sent before generation starts).
+- ``check``: every answer sentence against the sources (``rag.verify``): a fact (number,
+  amount, extension, e-mail address, URL, date) that no allowed source holds makes its sentence
+  unsupported, and an ``[n]`` that names no number of the conversation is flagged.
+- ``extractive_answer``: the card as the whole answer (no generation).
+
+The answer mode decides which of them a turn uses (``AnswerMode``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, get_args
+
+from rag.evidence import EvidenceSpan
+from rag.prompt import Citation
+from rag.verify import AnswerCheck, verify_answer
+
+# generative: the model's text, verified; grounded: the card, then the verified text;
+# extractive: the card only (no generation, so it is instant)
+AnswerMode = Literal["generative", "grounded", "extractive"]
+ANSWER_MODES: tuple[AnswerMode, ...] = get_args(AnswerMode)
+
+
+def default_answer_mode(profile: str) -> AnswerMode:
+    """Each profile's default (``chat.answer_mode`` overrides it). Every profile leads with the
+    documents' own sentences and checks the model's text: on the CPU profile the small model
+    states the right fact rarely, the card often (``appliance bench quality``); on a GPU box
+    the card still lets a reader check the answer at a glance, at no cost to TTFT."""
+    del profile  # one default for every profile today; kept a function for the profiles' sake
+    return "grounded"
+
+
+@dataclass(frozen=True)
+class CardSentence:
+    """One verbatim sentence of a source, as the card shows it."""
+
+    number: int  # the citation number of its chunk in this conversation
+    chunk_id: int
+    start: int  # character offsets into the chunk's text
+    end: int
+    text: str
+    score: float
+
+
+# below this fused score (rag.evidence: dense cosine and lexical share) a sentence is not shown
+# as evidence: it answers another question. Measured on the sample handbook: questions it
+# answers score 0.35-0.56 for their best sentence (Korean ones 0.39-0.51), off-topic ones
+# ("What is the capital of France?") 0.05-0.07
+MIN_EVIDENCE_SCORE = 0.25
+NONE_FOUND = {
+    "en": "No sentence in the documents answers this question.",
+    "ko": "문서에서 이 질문에 답하는 문장을 찾지 못했습니다.",
+}
+_HANGUL = re.compile(r"[\uac00-\ud7a3]")
+
+
+@dataclass(frozen=True)
+class TurnGrounding:
+    """What a turn is grounded on: its mode, its card, and the sources its answer is checked
+    against (every citation number of the conversation, and this turn's retrieved texts)."""
+
+    mode: AnswerMode
+    card: tuple[CardSentence, ...]
+    sources: Mapping[int, str]
+    retrieved: tuple[str, ...]
+    evidence_ms: float = 0.0
+
+
+def card(
+    spans: Sequence[EvidenceSpan],
+    citations: Sequence[Citation],
+    min_score: float = MIN_EVIDENCE_SCORE,
+) -> tuple[CardSentence, ...]:
+    """The spans of chunks this turn cites, with their numbers, best first. A span of a chunk
+    the prompt does not hold has no number to cite, and a weak one answers another question:
+    both are left out."""
+    numbers = {c.chunk_id: c.number for c in citations}
+    return tuple(
+        CardSentence(numbers[s.chunk_id], s.chunk_id, s.start, s.end, s.text, s.score)
+        for s in spans
+        if s.chunk_id in numbers and s.score >= min_score
+    )
+
+
+def sources_by_number(
+    citations: Sequence[Citation], history: Sequence[Sequence[Mapping]] = ()
+) -> dict[int, str]:
+    """Citation number -> chunk text over the whole conversation: this turn's citations, and
+    the stored citations of earlier answers (an answer may cite a chunk an earlier turn
+    showed)."""
+    out: dict[int, str] = {}
+    for stored in history:
+        for c in stored:
+            number, text = c.get("number"), c.get("text")
+            if isinstance(number, int) and isinstance(text, str):
+                out[number] = text
+    out.update({c.number: c.text for c in citations})
+    return out
+
+
+def check(answer: str, grounding: TurnGrounding) -> AnswerCheck:
+    """Each sentence of ``answer`` against the turn's sources (every citation number of the
+    conversation is a valid marker)."""
+    return verify_answer(answer, grounding.sources, grounding.retrieved, set(grounding.sources))
+
+
+def extractive_answer(sentences: Sequence[CardSentence], question: str) -> str:
+    """The card as the answer: one sentence a line, each with its citation; a plain "not
+    found" (in the question's language) when no sentence of the sources answers it."""
+    if not sentences:
+        return NONE_FOUND["ko" if _HANGUL.search(question) else "en"]
+    return "\n".join(f"{s.text} [{s.number}]" for s in sentences)
+
+
+def stored_verdicts(result: AnswerCheck) -> dict[str, Any]:
+    """The check as the ``messages`` row keeps it (JSON): the verdicts, the bad markers, and
+    the counts the admin charts read."""
+    return {
+        "verdicts": [asdict(v) for v in result.sentences],
+        "bad_markers": list(result.bad_markers),
+        "claims_total": result.total,
+        "claims_supported": result.supported,
+    }
