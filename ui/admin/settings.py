@@ -16,6 +16,7 @@ from appliance.core.services.settings import (
     MAX_SYSTEM_PROMPT_CHARS,
     MAX_TOP_K,
     SettingsError,
+    SettingsService,
 )
 from ui.admin.common import Loader
 from ui.session import require_admin
@@ -85,6 +86,13 @@ def build_settings_tab(console: AdminConsole, auth: AuthService) -> Loader:
             raise gr.Error(str(exc)) from exc
         return "Saved. The next chat turn uses these settings."
 
+    fields, save_btn, note = _tab(service)
+    save_btn.click(save, fields, note).success(load, None, fields)
+    return Loader(load, fields)
+
+
+def _tab(service: SettingsService) -> tuple[list[gr.components.Component], gr.Button, gr.Markdown]:
+    """The tab's inputs, in ``save``'s order, its Save button and its note."""
     with gr.Tab("Settings", id="settings"):
         prompt = gr.Textbox(
             label="System prompt",
@@ -134,8 +142,7 @@ def build_settings_tab(console: AdminConsole, auth: AuthService) -> Loader:
         save_btn = gr.Button("Save", variant="primary", elem_id="save-settings")
         note = gr.Markdown(elem_id="settings-note")
     fields = [prompt, top_k, ordering, riders, temperature, max_tokens, *repetition, *grounding]
-    save_btn.click(save, fields, note).success(load, None, fields)
-    return Loader(load, fields)
+    return fields, save_btn, note
 
 
 def _repetition_row() -> list[gr.components.Component]:
