@@ -56,8 +56,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     from appliance.core.services.ingest import IngestResult, files_in
 
+    if not args.paths and not args.reindex:
+        print("appliance ingest: give files or folders, or --reindex", file=sys.stderr)
+        return 2
     appliance = build_appliance(config)
     try:
+        if args.reindex:
+            _reindex(appliance.knowledge, tqdm)
         files: list[Path] = []
         for path in map(Path, args.paths):
             files.extend(files_in(path) if path.is_dir() else [path])
@@ -77,6 +82,19 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         return 1 if any(r.status == "error" for r in results) else 0
     finally:
         appliance.close()
+
+
+def _reindex(knowledge, tqdm) -> None:  # noqa: ANN001 - KnowledgeBase, the tqdm class
+    """Recompute every chunk's vector, BM25 tokens and evidence pieces, with a progress bar."""
+    bar = tqdm(total=0, unit="chunk", desc="reindex", file=sys.stderr)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
+    count = knowledge.reindex(progress=progress)
+    bar.close()
+    print(f"reindexed {count} chunks", flush=True)
 
 
 def cmd_users(args: argparse.Namespace) -> int:
@@ -148,6 +166,10 @@ BENCH_SUITES: dict[str, tuple[str, str]] = {
         "context ordering: prefill, hit ratio, TTFT and quality vs ContextPilot",
     ),
     "load": ("appliance.bench.load_bench", "simulated staff sessions against a running app"),
+    "quality": (
+        "appliance.bench.quality_bench",
+        "grounded answers: facts shown first, loops, unflagged inventions, per mode",
+    ),
 }
 
 
@@ -190,8 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("ingest", help="add documents (files or folders) to the index")
-    p.add_argument("paths", nargs="+")
+    p.add_argument("paths", nargs="*")
     p.add_argument("--collection", default="default")
+    p.add_argument(
+        "--reindex",
+        action="store_true",
+        help="recompute every chunk's vectors and evidence sentences (then ingest any paths)",
+    )
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser(

@@ -35,7 +35,7 @@ def site(tmp_path_factory, model_dir, engine, embedder, config_for):  # noqa: AN
     assert app.ingest.ingest_bytes("travel.md", TRAVEL.encode()).status == "indexed"
     user = app.auth.create_user("grounded-staff", "password-123")
     yield app, user
-    app.close()
+    app.db.dispose()  # the engine is the session's: other modules use it after this one
 
 
 def use_mode(app, mode: str) -> None:  # noqa: ANN001
