@@ -1,0 +1,190 @@
+"""``appliance bench quality``: grounded answers on the sample handbook, one row per answer mode,
+side by side in one run.
+
+One appliance on a temporary data dir holds the sample corpus; every question of ``qa.json``
+is asked, each in a fresh conversation, through the real ``ChatService.ask`` once per row:
+
+1. ``generative, no penalties``: the model's text with repetition_penalty 1.0 and no
+   frequency or presence penalty (the behaviour before answer modes and penalties);
+2. ``generative``: the model's text with the configured penalties;
+3. ``grounded``: the evidence card, then the model's text (the default);
+4. ``extractive``: the card only, no generation.
+
+The rows of one question see the same prompt (``relevance`` order, no cache riders: the cache
+shadow would otherwise order a question's second asking differently from its first), and the
+engine's cache is flushed before every ask, so each TTFT is that of a cold first turn and the
+rows differ only in their mode and penalties. The row order rotates from question to question.
+Scoring is ``appliance.bench.quality_score``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from appliance.bench.quality_report import Row, describe, report, rows
+from appliance.bench.quality_score import Outcome, korean, score
+from appliance.core.config import (
+    SAMPLE_CORPUS,
+    AppConfig,
+    BootstrapConfig,
+    DatabaseConfig,
+    PathsConfig,
+)
+from appliance.core.errors import ChatError
+from appliance.core.services.chat import DeltaEvent, DoneEvent, ErrorEvent, RetrievalEvent
+
+QA_FILE = SAMPLE_CORPUS / "qa.json"
+QUICK_EN, QUICK_KO, QUICK_TOKENS = 8, 4, 32
+
+
+def pick_items(items: Sequence[dict], quick: bool, limit: int = 0) -> list[dict]:
+    """The questions to ask: all (or the first ``limit``), or for ``--quick`` the first
+    8 English and 4 Korean ones."""
+    if quick:
+        en = [i for i in items if not korean(i)][:QUICK_EN]
+        ko = [i for i in items if korean(i)][:QUICK_KO]
+        return en + ko
+    return list(items[:limit] if limit else items)
+
+
+@dataclass
+class EvidenceTimer:
+    """Wraps ``KnowledgeBase.evidence`` of the running appliance and records each call's time
+    (the real call inside the real turn; nothing else changes)."""
+
+    inner: Callable[..., Any]
+    ms: list[float] = field(default_factory=list)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.inner(*args, **kwargs)
+        finally:
+            self.ms.append((time.perf_counter() - start) * 1000)
+
+
+def ask_once(app: Any, principal: Any, item: dict) -> Outcome:
+    """Ask one question in a fresh conversation and score what the user is shown."""
+    start = time.perf_counter()
+    first_delta = 0.0
+    retrieval: RetrievalEvent | None = None
+    done: DoneEvent | None = None
+    try:
+        for event in app.chat.ask(principal, item["question"]):
+            if isinstance(event, RetrievalEvent):
+                retrieval = event
+            elif isinstance(event, DeltaEvent) and not first_delta:
+                first_delta = time.perf_counter() - start
+            elif isinstance(event, DoneEvent):
+                done = event
+            elif isinstance(event, ErrorEvent):
+                return _failed(item, f"{event.kind}: {event.message}")
+    except ChatError as exc:
+        return _failed(item, f"{exc.kind}: {exc}")
+    latency = time.perf_counter() - start
+    if done is None or retrieval is None:
+        return _failed(item, "the stream ended without an answer")
+    cites = retrieval.citations
+    card = "\n".join(s.text for s in retrieval.evidence)
+    sources = [c.text for c in cites]
+    first = cites[0].source if cites else ""
+    return score(
+        item,
+        card,
+        done.answer,
+        first,
+        done.check,
+        sources,
+        (latency, first_delta or latency),
+        korean(item),
+    )
+
+
+def _failed(item: dict, why: str) -> Outcome:
+    return Outcome(
+        korean(item), False, False, False, False, (), 0.0, 0.0, error=why, question=item["question"]
+    )
+
+
+def run_rows(
+    app: Any, items: Sequence[dict], the_rows: Sequence[Row], base: dict[str, Any]
+) -> dict[str, list[Outcome]]:
+    """Every question under every row, the row order rotated per question; the engine cache
+    is flushed before each ask (each TTFT is a cold first turn's)."""
+    principal = app.auth.principal_for(app.config.bootstrap.admin_username)
+    out: dict[str, list[Outcome]] = {r.label: [] for r in the_rows}
+    for n, item in enumerate(items):
+        # the retriever remembers recent query vectors: embed each question once up front, so
+        # that no row pays for it and another does not (latencies leave the embedding out)
+        app.knowledge.hybrid.query_vector(item["question"])
+        k = n % len(the_rows)
+        for row in [*the_rows[k:], *the_rows[:k]]:
+            app.settings.update("bench", {**base, **row.changes})
+            app.engine.flush_cache()
+            out[row.label].append(ask_once(app, principal, item))
+    return out
+
+
+def _build(config: AppConfig, tmp: Path) -> Any:
+    from appliance.wiring.appliance import build_appliance, build_engine
+
+    engine = build_engine(config)  # the configured model, kernels from the real data dir
+    bench_config = config.model_copy(
+        update={
+            "paths": PathsConfig(data_dir=tmp),
+            "database": DatabaseConfig(),
+            "bootstrap": BootstrapConfig(ingest_sample_corpus=True),
+        }
+    )
+    return build_appliance(bench_config, engine=engine)
+
+
+def run(config: AppConfig, quick: bool = False, limit: int = 0, max_new_tokens: int = 0) -> str:
+    """Build the appliance, ask every question in every row, return the printed report."""
+    items = pick_items(json.loads(QA_FILE.read_text(encoding="utf-8")), quick, limit)
+    tokens = max_new_tokens or (QUICK_TOKENS if quick else config.engine.max_new_tokens)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        app = _build(config, Path(tmp))
+        try:
+            timer = EvidenceTimer(app.knowledge.evidence)
+            app.knowledge.evidence = timer  # type: ignore[method-assign]
+            base = {"max_new_tokens": tokens, "ordering": "relevance", "riders": 0}
+            the_rows = rows(app.settings.defaults)
+            results = run_rows(app, items, the_rows, base)
+            chosen = app.settings.defaults
+            model = Path(str(getattr(app.engine, "model_dir", config.engine.model_path))).name
+        finally:
+            app.close()
+    head = describe(config, model, tokens, chosen, the_rows, items)
+    took = f"total {time.perf_counter() - started:.0f} s"
+    return "\n".join([head, *report(results, timer.ms), took])
+
+
+def main(argv: list[str], config: AppConfig) -> int:
+    """``appliance bench quality [--quick] [--limit N] [--max-new-tokens N]``."""
+    parser = argparse.ArgumentParser(prog="appliance bench quality")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"{QUICK_EN} EN + {QUICK_KO} KO questions, {QUICK_TOKENS}-token answers",
+    )
+    parser.add_argument("--limit", type=int, default=0, help="ask only the first N questions")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=0,
+        help="answer length (default: engine.max_new_tokens)",
+    )
+    args = parser.parse_args(argv)
+    if args.limit < 0 or args.max_new_tokens < 0:
+        parser.error("--limit and --max-new-tokens must not be negative")
+    print(run(config, quick=args.quick, limit=args.limit, max_new_tokens=args.max_new_tokens))
+    return 0

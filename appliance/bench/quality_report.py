@@ -1,0 +1,122 @@
+"""The report of ``appliance bench quality``: its rows (the modes compared), the configuration
+line, the English and Korean tables and the targets (pure: it formats outcomes)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from appliance.bench.quality_score import (
+    SUMMARY_HEADERS,
+    Outcome,
+    korean,
+    percentile,
+    summary_row,
+)
+from appliance.bench.table import render, yes
+from appliance.core.config import AppConfig
+
+NO_PENALTIES = {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
+SHOWN_FIRST_TARGET, EVIDENCE_P95_MS, TTFT_RATIO = 0.85, 30.0, 1.05
+
+
+@dataclass(frozen=True)
+class Row:
+    """One mode of the comparison: its label and the settings it asks under."""
+
+    label: str
+    changes: dict[str, Any]
+
+
+def rows(defaults: Any) -> list[Row]:
+    """The four rows; ``defaults`` are the appliance's ChatSettings (their penalties)."""
+    penalties = {k: getattr(defaults, k) for k in NO_PENALTIES}
+    return [
+        Row("generative, no penalties", {"answer_mode": "generative", **NO_PENALTIES}),
+        Row("generative", {"answer_mode": "generative", **penalties}),
+        Row("grounded", {"answer_mode": "grounded", **penalties}),
+        Row("extractive", {"answer_mode": "extractive", **penalties}),
+    ]
+
+
+def describe(
+    config: AppConfig, model: str, tokens: int, chosen: Any, the_rows: Sequence[Row], items: list
+) -> str:
+    """The configuration the run used, printed above the tables."""
+    ko = sum(korean(i) for i in items)
+    lines = [
+        f"model {model} ({config.engine.backend}), max_new_tokens {tokens}, temperature "
+        f"{chosen.temperature}, top_k {chosen.top_k} chunks, ordering relevance, no riders, "
+        f"evidence sentences {chosen.evidence_sentences}; {len(items)} questions "
+        f"({len(items) - ko} EN, {ko} KO), each in a fresh conversation",
+        "engine cache flushed before each ask; each question embedded once up front "
+        "(latencies leave the query embedding out)",
+    ]
+    for r in the_rows:
+        pens = ", ".join(f"{k} {r.changes[k]:g}" for k in NO_PENALTIES)
+        gen = "" if r.changes["answer_mode"] == "extractive" else f": {pens}"
+        lines.append(f"  {r.label}: answer_mode {r.changes['answer_mode']}{gen}")
+    return "\n".join(lines)
+
+
+def report(results: dict[str, list[Outcome]], evidence_ms: Sequence[float]) -> list[str]:
+    """The EN and KO tables, the targets, and each loop, unflagged invention or error."""
+    out = []
+    for lang, is_ko in (("English", False), ("Korean", True)):
+        table = [
+            summary_row(label, [o for o in outs if o.korean == is_ko])
+            for label, outs in results.items()
+        ]
+        out += [f"{lang} questions", render(SUMMARY_HEADERS, table)]
+    out.append(render(("target", "measured", "met"), targets(results, evidence_ms)))
+    for label, outs in results.items():
+        for o in outs:
+            if o.looped:
+                out.append(f"loops ({label}): {o.question}")
+            for inv in o.inventions:
+                out.append(f"unflagged ({label}): {inv.facts} in {inv.sentence!r}")
+            if o.error:
+                out.append(f"error ({label}): {o.question}: {o.error}")
+    return out
+
+
+def targets(results: dict[str, list[Outcome]], evidence_ms: Sequence[float]) -> list[tuple]:
+    """(target, measured, met) rows."""
+    grounded = [o for o in results["grounded"] if not o.error]
+    out = []
+    for lang, is_ko in (("EN", False), ("KO", True)):
+        mine = [o for o in grounded if o.korean == is_ko]
+        got = sum(o.shown_first for o in mine) / len(mine) if mine else 0.0
+        out.append(
+            (
+                f"fact shown first, grounded, {lang} >= 85%",
+                f"{100 * got:.0f}%",
+                yes(bool(mine) and got >= SHOWN_FIRST_TARGET),
+            )
+        )
+    looped = sum(o.looped for r in ("generative", "grounded") for o in results[r])
+    out.append(("0 loops (generative and grounded)", str(looped), yes(looped == 0)))
+    invented = sum(len(o.inventions) for outs in results.values() for o in outs)
+    out.append(("0 unflagged inventions (every row)", str(invented), yes(invented == 0)))
+    p95 = percentile(evidence_ms, 95)
+    out.append(
+        (
+            f"evidence extraction p95 <= {EVIDENCE_P95_MS:g} ms",
+            f"{p95:.1f} ms ({len(evidence_ms)} turns)",
+            yes(bool(evidence_ms) and p95 <= EVIDENCE_P95_MS),
+        )
+    )
+    ttft = {r: [o.ttft_s for o in results[r] if not o.error] for r in ("generative", "grounded")}
+    gen, gro = (percentile(ttft[r], 50) for r in ("generative", "grounded"))
+    ratio = gro / gen if gen else float("inf")
+    out.append(
+        (
+            "grounded TTFT p50 <= 1.05x generative",
+            f"{gro:.3f} s / {gen:.3f} s = {ratio:.3f}x",
+            yes(ratio <= TTFT_RATIO),
+        )
+    )
+    errors = sum(bool(o.error) for outs in results.values() for o in outs)
+    out.append(("no failed turns", str(errors), yes(errors == 0)))
+    return out
