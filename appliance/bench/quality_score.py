@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rag.sentences import HANGUL
 from rag.verify import AnswerCheck, extract_facts
 
 LOOP_SENTENCE_WORDS = 4
@@ -31,12 +32,11 @@ _WORD = re.compile(r"\w+")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _DIGITS = re.compile(r"\d+")
 _SCHEME = re.compile(r"^(?:https?://)?(?:www\.)?")
-_HANGUL = re.compile(r"[\uac00-\ud7a3]")
 
 
 def korean(item: dict) -> bool:
     """Whether a QA item's question is Korean (it holds Hangul)."""
-    return bool(_HANGUL.search(item["question"]))
+    return bool(HANGUL.search(item["question"]))
 
 
 def norm(text: str) -> str:

@@ -291,14 +291,12 @@ class ChatService:
         )
         if self.metrics is not None:
             self.metrics.turn_done(stats if grounded.mode != "extractive" else None)
-            self._count_check(grounded.mode, result)
+            self._count_check(self.metrics, grounded.mode, result)
         return DoneEvent(conv_id, msg_id, answer, stats, prepared.retrieval_ms, result)
 
-    def _count_check(self, mode: str, result: AnswerCheck) -> None:
-        if self.metrics is not None:
-            facts = sum(len(v.unsupported_facts) for v in result.sentences)
-            unsupported = result.total - result.supported
-            self.metrics.answer_checked(mode, result.supported, unsupported, facts)
+    def _count_check(self, metrics: AppMetrics, mode: str, result: AnswerCheck) -> None:
+        facts = sum(len(v.unsupported_facts) for v in result.sentences)
+        metrics.answer_checked(mode, result.supported, result.total - result.supported, facts)
 
     # ---- regenerate -----------------------------------------------------------------------
 

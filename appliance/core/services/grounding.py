@@ -13,13 +13,13 @@ The answer mode decides which of them a turn uses (``AnswerMode``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
 from rag.evidence import EvidenceSpan
 from rag.prompt import Citation
+from rag.sentences import HANGUL
 from rag.verify import AnswerCheck, verify_answer
 
 # generative: the model's text, verified; grounded: the card, then the verified text;
@@ -58,7 +58,6 @@ NONE_FOUND = {
     "en": "No sentence in the documents answers this question.",
     "ko": "문서에서 이 질문에 답하는 문장을 찾지 못했습니다.",
 }
-_HANGUL = re.compile(r"[\uac00-\ud7a3]")
 
 
 @dataclass(frozen=True)
@@ -115,7 +114,7 @@ def extractive_answer(sentences: Sequence[CardSentence], question: str) -> str:
     """The card as the answer: one sentence a line, each with its citation; a plain "not
     found" (in the question's language) when no sentence of the sources answers it."""
     if not sentences:
-        return NONE_FOUND["ko" if _HANGUL.search(question) else "en"]
+        return NONE_FOUND["ko" if HANGUL.search(question) else "en"]
     return "\n".join(f"{s.text} [{s.number}]" for s in sentences)
 
 
