@@ -10,7 +10,7 @@ A chat turn streams Server-Sent Events: one ``data: {json}`` line per event, eac
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Annotated
 
@@ -209,38 +209,36 @@ def _conversation_routes(
         return {"ok": True}
 
 
+def _turn(start: Callable[[], Iterator[ChatEvent]], stream: bool) -> Response:
+    """Start a turn (a refusal is its HTTP error, before anything is sent) and answer it."""
+    try:
+        events = start()
+    except ChatError as exc:
+        raise http_error(exc) from exc
+    return _turn_response(events, stream)
+
+
 def _turn_routes(router: APIRouter, convs: ConversationService, User: PrincipalParam) -> None:
     """Chat turns: ask, answer the last question again, and continue a cut answer; SSE or one
     JSON object."""
 
     @router.post("/api/chat", response_model=None)
     def ask(body: ChatBody, user: User) -> Response:
-        try:
-            events = convs.ask(user, body.question, body.conversation_id)
-        except ChatError as exc:
-            raise http_error(exc) from exc
-        return _turn_response(events, body.stream)
+        return _turn(lambda: convs.ask(user, body.question, body.conversation_id), body.stream)
 
     @router.post("/api/conversations/{conversation_id}/regenerate", response_model=None)
     def regenerate(
         conversation_id: int, user: User, body: RegenerateBody | None = None
     ) -> Response:
-        try:
-            events = convs.regenerate(user, conversation_id)
-        except ChatError as exc:
-            raise http_error(exc) from exc
-        return _turn_response(events, body.stream if body else True)
+        return _turn(lambda: convs.regenerate(user, conversation_id), body.stream if body else True)
 
     @router.post("/api/conversations/{conversation_id}/continue", response_model=None)
     def continue_answer(
         conversation_id: int, user: User, body: RegenerateBody | None = None
     ) -> Response:
         """Go on with a last answer cut at the length limit; 400 when it was not cut."""
-        try:
-            events = convs.continue_answer(user, conversation_id)
-        except ChatError as exc:
-            raise http_error(exc) from exc
-        return _turn_response(events, body.stream if body else True)
+        stream = body.stream if body else True
+        return _turn(lambda: convs.continue_answer(user, conversation_id), stream)
 
 
 def _key_routes(router: APIRouter, auth: AuthService, User: PrincipalParam) -> None:
