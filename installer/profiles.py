@@ -73,9 +73,15 @@ def _toml(value: object) -> str:
 
 
 def render_config(
-    profile: str, layout: Layout, opts: Options, model_path: str, embed_path: str
+    profile: str,
+    layout: Layout,
+    opts: Options,
+    model_path: str,
+    embed_path: str,
+    metrics_token: str = "",
 ) -> str:
-    """The appliance's TOML config for this install."""
+    """The appliance's TOML config for this install; ``metrics_token`` is the bearer token
+    Prometheus scrapes ``/metrics`` with (kept across re-installs by the caller)."""
     sections: dict[str, dict[str, object]] = {
         "server": {"host": opts.host, "port": opts.port},
         "paths": {"data_dir": str(layout.data_dir)},
@@ -86,7 +92,7 @@ def render_config(
             "sglang_url": engine_url(profile, opts),
         },
         "rag": {"embedding_model_path": embed_path},
-        "security": {"environment": "production"},
+        "security": {"environment": "production", "metrics_token": metrics_token},
         "bootstrap": {
             "ingest_sample_corpus": opts.sample_corpus,
             "admin_username": opts.admin_username,

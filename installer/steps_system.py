@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -21,10 +23,22 @@ from installer.units import render_units
 SERVICE_USER = "appliance"
 
 
+def _metrics_token(path: Path) -> str:
+    """The config's ``security.metrics_token`` when it has one (a re-install keeps what
+    Prometheus was given), else a new one."""
+    try:
+        current = tomllib.loads(path.read_text(encoding="utf-8"))
+        token = current.get("security", {}).get("metrics_token", "")
+    except (OSError, tomllib.TOMLDecodeError, AttributeError):
+        token = ""
+    return token if isinstance(token, str) and len(token) >= 16 else secrets.token_urlsafe(32)
+
+
 def step_config(ctx: Context, model_path: str, embed_path: str) -> StepResult:
     """Write the config; a file the admin edited is kept as it is."""
     path = ctx.layout.config_file
-    text = render_config(ctx.profile, ctx.layout, ctx.opts, model_path, embed_path)
+    token = _metrics_token(path)
+    text = render_config(ctx.profile, ctx.layout, ctx.opts, model_path, embed_path, token)
     if path.is_file():
         current = path.read_text(encoding="utf-8")
         written = ctx.state.get("config_sha")

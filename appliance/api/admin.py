@@ -9,15 +9,16 @@ signed-in non-admin, before any work. A refusal answers with the status of its `
 """
 
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, File, Form, UploadFile
+from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 from pydantic import BaseModel
 
 from appliance.api.bearer import PrincipalParam, principal_param, session_admin
 from appliance.api.errors import refused
-from appliance.core.services.admin import AdminConsole, AdminError, Upload
+from appliance.api.uploads import upload_route
+from appliance.core.services.admin import AdminConsole, AdminError
 from appliance.core.services.admin.documents import AdminDocuments
 from appliance.core.services.admin.planner import PlanError, plan_capacity
 from appliance.core.services.admin.users import AdminUsers
@@ -74,16 +75,7 @@ def _document_routes(
     def documents(collection: str = "") -> list[dict]:
         return docs.list_documents(collection or None)
 
-    @router.post("/documents")
-    def upload(
-        who: Admin,
-        files: Annotated[list[UploadFile], File()],
-        collection: Annotated[str, Form()] = "default",
-    ) -> list[dict]:
-        # read one byte past the limit: the ingest service then refuses the file by name
-        uploads = [Upload(f.filename or "upload", f.file.read(max_upload_bytes + 1)) for f in files]
-        with refused(AdminError):
-            return [asdict(r) for r in docs.upload(uploads, collection, who.username)]
+    upload_route(router, docs, Admin, max_upload_bytes)
 
     @router.delete("/documents/{document_id}")
     def delete_document(document_id: int, who: Admin) -> dict:

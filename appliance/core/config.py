@@ -89,7 +89,10 @@ class RagConfig(_Section):
     chunk_tokens: int = Field(256, ge=32, le=2048)
     chunk_overlap_tokens: int = Field(32, ge=0)
     top_k: int = Field(4, ge=1, le=32)
-    max_upload_mb: int = Field(50, ge=1)
+    max_upload_mb: int = Field(50, ge=1)  # per file
+    # one upload request, all its files together (refused before it is read when it says
+    # its length, cut off when it does not)
+    max_upload_batch_mb: int = Field(200, ge=1)
     # how retrieved chunks are laid out for prefix-cache reuse; admins can switch it at run time
     ordering: Literal["relevance", "doc_id", "prefix", "contextpilot"] = "prefix"
     # cache riders: retrieve this many candidates beyond top_k; the ``prefix`` ordering sends
@@ -139,10 +142,40 @@ class ChatConfig(_Section):
 class SecurityConfig(_Section):
     environment: Literal["development", "production"] = "development"
     session_ttl_hours: float = Field(12.0, gt=0)
-    # login throttling: this many failures for one username within the window lock it
+    # login throttling (appliance.core.auth.throttle), counted in the database so that every
+    # worker sees one count: this many failures for one (username, client address) within the
+    # window start a back-off for that pair only (the right password from elsewhere still gets
+    # in); it starts at login_backoff_s and doubles with each further failure, up to
+    # login_lockout_s
     login_max_failures: int = Field(5, ge=1)
     login_window_s: float = Field(300.0, gt=0)
+    login_backoff_s: float = Field(30.0, gt=0)
     login_lockout_s: float = Field(300.0, gt=0)
+    # ... and this many failures from one client address, whatever the usernames, back that
+    # address off (password spraying)
+    login_address_max_failures: int = Field(50, ge=1)
+    # origins (scheme://host[:port]) besides the app's own whose pages may send state-changing
+    # requests with the user's cookie and read the answers (CORS with credentials). Empty: none,
+    # which is right unless another web app on the intranet embeds this one
+    allowed_origins: tuple[str, ...] = ()
+    # the largest request body outside document uploads (JSON, forms, Gradio calls)
+    max_body_kb: int = Field(1024, ge=16)
+    # ``GET /metrics`` answers a Prometheus scraper sending ``Authorization: Bearer <token>``
+    # and signed-in admins; nobody else. Empty: admins only (the installer writes one)
+    metrics_token: str = ""
+
+    @model_validator(mode="after")
+    def _origins_are_origins(self) -> SecurityConfig:
+        for origin in self.allowed_origins:
+            scheme, _, rest = origin.partition("://")
+            if scheme not in ("http", "https") or not rest or "/" in rest:
+                raise ValueError(
+                    f"allowed_origins: {origin!r} is not an origin (scheme://host[:port], "
+                    "no path)"
+                )
+        if 0 < len(self.metrics_token) < 16:
+            raise ValueError("metrics_token must be at least 16 characters")
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -32,5 +32,6 @@ def mount_admin(app: FastAPI, appliance: Appliance) -> AdminConsole:
         css=CSS,
         ssr_mode=False,
         footer_links=[],
+        max_file_size=max_upload,  # per file, checked by Gradio as the upload streams in
     )
     return console

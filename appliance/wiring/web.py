@@ -3,20 +3,34 @@
 Order matters: the JSON/SSE API and ``/v1`` first, then the sign-in pages, the admin console
 and ``/metrics``, and the Gradio chat page at ``/`` last (a mount at ``/`` answers every path
 registered after it).
+
+Around all of it, outermost first: ``SecurityHeaders`` (every answer, refusals included),
+``OriginGuard`` (no cross-origin writes, no CORS unless allowed), ``BodyGuard`` (bounded bodies,
+uploads authenticated before they are read), then the sign-in redirect.
 """
 
 from __future__ import annotations
 
 import gradio as gr
 from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
 
 from appliance.api.chat import build_api
 from appliance.core.services.conversations import ConversationService
 from appliance.wiring.admin import mount_admin
 from appliance.wiring.appliance import Appliance
+from appliance.wiring.body_guard import BodyGuard, UploadRoute
+from appliance.wiring.headers import SecurityHeaders
 from appliance.wiring.metrics import mount_metrics
+from appliance.wiring.origin import OriginGuard
 from ui.chat_page import CSS, JS, build_chat_page, theme
-from ui.login.routes import gradio_user, install_login
+from ui.login.routes import SESSION_COOKIE, gradio_user, install_login
+
+# the routes that take big bodies (document uploads), and where their admin credential is
+UPLOADS = (
+    UploadRoute("POST", "/api/admin/documents", "bearer"),
+    UploadRoute("POST", "/admin/gradio_api/upload", "cookie"),
+)
 
 
 def build_web_app(appliance: Appliance) -> FastAPI:
@@ -28,6 +42,12 @@ def build_web_app(appliance: Appliance) -> FastAPI:
     conversations = ConversationService(appliance.db, appliance.chat)
     app = build_api(appliance.auth, appliance.chat, appliance.engine, conversations)
     install_login(app, appliance.auth)
+    _guard(app, appliance)
+
+    @app.get("/admin", include_in_schema=False)
+    def admin_slash() -> RedirectResponse:
+        return RedirectResponse("/admin/", status_code=307)  # the console is mounted at /admin/
+
     console = mount_admin(app, appliance)
     mount_metrics(app, appliance, console.sampler)
     page = build_chat_page(conversations, appliance.auth)
@@ -42,3 +62,18 @@ def build_web_app(appliance: Appliance) -> FastAPI:
         ssr_mode=False,
         footer_links=[],
     )
+
+
+def _guard(app: FastAPI, appliance: Appliance) -> None:
+    """The guards around the whole app (added innermost first)."""
+    config = appliance.config
+    app.add_middleware(
+        BodyGuard,
+        resolve=appliance.auth.resolve,
+        cookie=SESSION_COOKIE,
+        uploads=UPLOADS,
+        upload_limit=config.rag.max_upload_batch_mb * 1024 * 1024,
+        body_limit=config.security.max_body_kb * 1024,
+    )
+    app.add_middleware(OriginGuard, allowed_origins=config.security.allowed_origins)
+    app.add_middleware(SecurityHeaders)

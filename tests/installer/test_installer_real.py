@@ -120,6 +120,9 @@ def test_offline_install_of_the_cpu_profile(installed: dict) -> None:
     )
     assert check.returncode == 0 and "admin" in check.stdout, check.stderr
     assert (prefix / "data" / "models" / "smollm2-135m-instruct" / "config.json").is_file()
+    # Prometheus's token for /metrics: written once (a re-run keeps it: test_rerun_...)
+    written = tomllib.loads((prefix / "etc" / "appliance" / "appliance.toml").read_text())
+    assert len(written["security"]["metrics_token"]) >= 32
     print("network blocked during the install:", installed["blocked"])
 
 

@@ -147,9 +147,9 @@ def test_admin_users_settings_audit_and_engine_over_http(web, admin_h) -> None: 
     assert len(usage["per_day"]) == 30 and usage["feedback"]["ratio"] is None
 
 
-def test_metrics_endpoint_serves_app_and_engine_metrics(web) -> None:  # noqa: ANN001
+def test_metrics_endpoint_serves_app_and_engine_metrics(web, admin_h) -> None:  # noqa: ANN001
     _appliance, client = web
-    r = client.get("/metrics")
+    r = client.get("/metrics", headers=admin_h)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     for name in (
         "appliance_retrieval_latency_seconds_bucket",
