@@ -5,19 +5,22 @@
 Bearer tokens as in ``appliance.api.chat`` (``POST /api/login``). The admin check is a dependency
 of the router itself, so every endpoint answers 401 without a valid token and 403 for a
 signed-in non-admin, before any work. A refusal answers with the status of its ``ErrorKind``
-(``appliance.api.errors``) and the service's message as ``detail``.
+(``appliance.api.errors``) and the service's message as ``detail``; ids, query numbers and JSON
+bodies are validated first (``appliance.api.params``: a 422).
 """
 
 from dataclasses import asdict
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel, Field
 
 from appliance.api.bearer import PrincipalParam, principal_param, session_admin
 from appliance.api.errors import refused
+from appliance.api.params import Days, Limit, Minutes, PathId, StrictJsonRoute, TopK
 from appliance.api.uploads import upload_route
+from appliance.core.names import collection_name
 from appliance.core.services.admin import AdminConsole, AdminError
 from appliance.core.services.admin.documents import AdminDocuments
 from appliance.core.services.admin.planner import PlanError, plan_capacity
@@ -25,18 +28,21 @@ from appliance.core.services.admin.users import AdminUsers
 from appliance.core.services.settings import SettingsError
 from engine.base import EngineError
 
+# a collection granted to a user, checked before the account is touched (``collection_name``)
+Grant = Annotated[str, AfterValidator(collection_name)]
+
 
 class UserBody(BaseModel):
     username: str
     password: str = ""
     role: str = "staff"
-    collections: list[str] = []
+    collections: list[Grant] = []
 
 
 class UserPatch(BaseModel):
     disabled: bool | None = None
     role: str | None = None
-    collections: list[str] | None = None
+    collections: list[Grant] | None = None
 
 
 class PasswordBody(BaseModel):
@@ -59,11 +65,11 @@ class RenameBody(BaseModel):
 
 class PlanBody(BaseModel):
     gpu: str
-    gpu_count: int = 1
+    gpu_count: Annotated[int, Field(ge=1, le=64)] = 1
     model: str = ""
     model_dir: str = ""
-    context_length: int = 32768
-    concurrency: int = 32
+    context_length: Annotated[int, Field(ge=1, le=2**31)] = 32768
+    concurrency: Annotated[int, Field(ge=1, le=1_000_000)] = 32
 
 
 def _document_routes(
@@ -78,18 +84,18 @@ def _document_routes(
     upload_route(router, docs, Admin, max_upload_bytes)
 
     @router.delete("/documents/{document_id}")
-    def delete_document(document_id: int, who: Admin) -> dict:
+    def delete_document(document_id: PathId, who: Admin) -> dict:
         with refused(AdminError, kind="not_found"):
             docs.delete(document_id, who.username)
         return {"ok": True}
 
     @router.post("/documents/{document_id}/reindex")
-    def reindex(document_id: int, who: Admin) -> dict:
+    def reindex(document_id: PathId, who: Admin) -> dict:
         with refused(AdminError, kind="not_found"):
             return {"chunks": docs.reindex(document_id, who.username)}
 
     @router.post("/documents/{document_id}/move")
-    def move(document_id: int, body: MoveBody, who: Admin) -> dict:
+    def move(document_id: PathId, body: MoveBody, who: Admin) -> dict:
         with refused(AdminError):
             docs.move(document_id, body.collection, who.username)
         return {"ok": True}
@@ -107,18 +113,20 @@ def _collection_routes(router: APIRouter, docs: AdminDocuments, Admin: Principal
         with refused(AdminError):
             return {"documents": docs.rename_collection(body.old, body.new, who.username)}
 
-    @router.delete("/collections/{name}")
+    # ``:path``: a name from before names were checked may hold a slash (``../x``, sent as
+    # ``..%2Fx``); it must still be deletable
+    @router.delete("/collections/{name:path}")
     def delete_collection(name: str, who: Admin) -> dict:
         with refused(AdminError):
             return {"documents": docs.delete_collection(name, who.username)}
 
     @router.get("/chunks")
-    def search(q: str, k: int = 10, collection: str = "") -> list[dict]:
+    def search(q: str, k: TopK = 10, collection: str = "") -> list[dict]:
         with refused(AdminError):
             return docs.search_chunks(q, k, collection or None)
 
     @router.get("/ingestion-runs")
-    def ingestion_runs(limit: int = 200) -> list[dict]:
+    def ingestion_runs(limit: Limit = 200) -> list[dict]:
         return docs.ingestion_history(limit)
 
 
@@ -151,7 +159,12 @@ def _user_routes(router: APIRouter, users: AdminUsers, Admin: PrincipalParam) ->
     @router.post("/users/{username}/password")
     def reset_password(username: str, body: PasswordBody, who: Admin) -> dict:
         with refused(AdminError):
-            return {"password": users.reset_password(who.username, username, body.password)}
+            reset = users.reset_password(who.username, username, body.password)
+        return {
+            "password": reset.password,
+            "sessions_ended": reset.sessions_ended,
+            "api_keys_revoked": reset.api_keys_revoked,
+        }
 
     @router.get("/api-keys")
     def api_keys() -> list[dict]:
@@ -163,7 +176,7 @@ def _user_routes(router: APIRouter, users: AdminUsers, Admin: PrincipalParam) ->
             return {"key": users.create_key(who.username, body.username, body.name)}
 
     @router.delete("/api-keys/{key_id}")
-    def revoke_key(key_id: int, who: Admin) -> dict:
+    def revoke_key(key_id: PathId, who: Admin) -> dict:
         with refused(AdminError, kind="not_found"):
             users.revoke_key(who.username, key_id)
         return {"ok": True}
@@ -177,7 +190,7 @@ def _engine_routes(router: APIRouter, console: AdminConsole, Admin: PrincipalPar
         return console.engine.status()
 
     @router.get("/engine/series")
-    def engine_series(minutes: float = 60) -> dict:
+    def engine_series(minutes: Minutes = 60) -> dict:
         return {
             "engine": [{**asdict(s), "at": s.at.isoformat()} for s in console.sampler.samples()],
             "turns": [
@@ -221,7 +234,7 @@ def _report_routes(router: APIRouter, console: AdminConsole) -> None:
     def audit(
         category: str = "all",
         actor: str = "",
-        limit: int = 500,
+        limit: Limit = 500,
         format: str = "json",  # noqa: A002
     ) -> Response | list[dict]:
         with refused(ValueError):
@@ -231,7 +244,7 @@ def _report_routes(router: APIRouter, console: AdminConsole) -> None:
             return console.audit.query(category, actor, limit)
 
     @router.get("/analytics")
-    def analytics(days: int = 30) -> dict:
+    def analytics(days: Days = 30) -> dict:
         return {
             "per_day": console.analytics.questions_per_day(days),
             "per_user": console.analytics.questions_per_user(days),
@@ -242,7 +255,9 @@ def _report_routes(router: APIRouter, console: AdminConsole) -> None:
 def build_admin_router(console: AdminConsole, max_upload_bytes: int) -> APIRouter:
     """Every ``/api/admin`` route, behind the admin check."""
     admin = session_admin(console.auth)
-    router = APIRouter(prefix="/api/admin", dependencies=[Depends(admin)])
+    router = APIRouter(
+        prefix="/api/admin", dependencies=[Depends(admin)], route_class=StrictJsonRoute
+    )
     Admin = principal_param(admin)
     _document_routes(router, console.documents, Admin, max_upload_bytes)
     _collection_routes(router, console.documents, Admin)

@@ -9,20 +9,24 @@ A chat turn streams Server-Sent Events: one ``data: {json}`` line per event, eac
 """
 
 import json
+import math
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, FastAPI, Header, HTTPException
+from fastapi import APIRouter, Body, FastAPI, Header, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from appliance.api.bearer import PrincipalParam, bearer_token, principal_param, session_user
 from appliance.api.errors import http_error, refused
 from appliance.api.grounded import evidence_json, verification_json
+from appliance.api.params import BodyId, PathId, StrictJsonRoute
+from appliance.api.unstreamed import TurnJSONResponse
+from appliance.api.validation_errors import install_validation_errors
 from appliance.core.auth.api_keys import ApiKeyError
-from appliance.core.auth.service import AuthService
+from appliance.core.auth.service import AuthError, AuthService, PasswordThrottled
 from appliance.core.errors import ChatError
 from appliance.core.services.chat import (
     ChatEvent,
@@ -48,7 +52,7 @@ class LoginBody(BaseModel):
 
 class ChatBody(BaseModel):
     question: str
-    conversation_id: int | None = None
+    conversation_id: BodyId | None = None
     stream: bool = True
 
 
@@ -118,21 +122,27 @@ def message_json(m: ConversationMessage) -> dict:
     return asdict(m)
 
 
-def _turn_response(events: Iterator[ChatEvent], stream: bool) -> Response:
-    """A turn as SSE (``stream``), or as one JSON object once it has finished."""
-    if stream:
-        gone = threading.Event()
-        return ClosingStreamingResponse(_sse(events, gone), on_disconnect=gone.set)
+def _answer(events: Iterator[ChatEvent]) -> tuple[dict, int]:
+    """A finished turn as one JSON object: the whole answer and the other events."""
     payloads = [event_payload(e) for e in events]
     answer = "".join(p["text"] for p in payloads if p["type"] == "delta")
     result = {"answer": answer, "events": [p for p in payloads if p["type"] != "delta"]}
-    return JSONResponse(result, 200 if payloads[-1]["type"] == "done" else 502)
+    return result, 200 if payloads and payloads[-1]["type"] == "done" else 502
+
+
+def _turn_response(events: Iterator[ChatEvent], stream: bool) -> Response:
+    """A turn as SSE (``stream``), or as one JSON object once it has finished; either way a
+    client that leaves cancels generation."""
+    if stream:
+        gone = threading.Event()
+        return ClosingStreamingResponse(_sse(events, gone), on_disconnect=gone.set)
+    return TurnJSONResponse(events, _answer)
 
 
 def _session_routes(
     router: APIRouter, auth: AuthService, engine: Engine, User: PrincipalParam
 ) -> None:
-    """Health, login, logout and who am I."""
+    """Health, login, one's own password change, logout and who am I."""
 
     @router.get("/health")
     def health() -> JSONResponse:
@@ -142,20 +152,39 @@ def _session_routes(
         )
 
     @router.post("/api/login")
-    def login(body: LoginBody) -> dict:
-        locked = auth.locked_for(body.username)
-        result = auth.login(body.username, body.password)
-        if result is None:
-            wait = max(locked, auth.locked_for(body.username))
-            if wait > 0:
-                raise HTTPException(
-                    429,
-                    f"too many failed logins; try again in {wait:.0f} s",
-                    {"Retry-After": str(max(1, round(wait)))},
-                )
+    def login(body: LoginBody, request: Request) -> dict:
+        client = request.client.host if request.client else ""
+        result = auth.login(body.username, body.password, client)
+        if result.retry_after > 0:
+            wait = max(1, math.ceil(result.retry_after))
+            raise HTTPException(
+                429, f"too many failed logins; try again in {wait} s", {"Retry-After": str(wait)}
+            )
+        if result.token is None or result.principal is None:
             raise HTTPException(401, "wrong username or password")
-        token, who = result
-        return {"token": token, "username": who.username, "role": who.role}
+        who = result.principal
+        return {"token": result.token, "username": who.username, "role": who.role}
+
+    @router.post("/api/password")
+    def change_password(
+        user: User,
+        request: Request,
+        authorization: Annotated[str, Header()],
+        current_password: Annotated[str, Body(embed=True)],
+        new_password: Annotated[str, Body(embed=True)],
+    ) -> dict:
+        """Change one's own password (session token only): API keys keep working, the
+        other sessions end. A wrong current password counts as a failed login."""
+        client = request.client.host if request.client else ""
+        token = bearer_token(authorization) or ""
+        try:
+            change = auth.change_password(token, current_password, new_password, client)
+        except PasswordThrottled as exc:
+            wait = max(1, math.ceil(exc.retry_after))
+            raise HTTPException(429, str(exc), {"Retry-After": str(wait)}) from exc
+        except AuthError as exc:
+            raise HTTPException(400, str(exc)) from exc
+        return {"ok": True, "other_sessions_ended": change.sessions_ended, "api_keys_kept": True}
 
     @router.post("/api/logout")
     def logout(user: User, authorization: Annotated[str, Header()]) -> dict:
@@ -177,7 +206,7 @@ def _conversation_routes(
         return [summary_json(c) for c in convs.list(user)]
 
     @router.get("/api/conversations/{conversation_id}")
-    def conversation(conversation_id: int, user: User) -> dict:
+    def conversation(conversation_id: PathId, user: User) -> dict:
         try:
             messages = convs.messages(user, conversation_id)
         except ChatError as exc:
@@ -185,7 +214,7 @@ def _conversation_routes(
         return {"id": conversation_id, "messages": [message_json(m) for m in messages]}
 
     @router.patch("/api/conversations/{conversation_id}")
-    def rename(conversation_id: int, body: RenameBody, user: User) -> dict:
+    def rename(conversation_id: PathId, body: RenameBody, user: User) -> dict:
         try:
             title = convs.rename(user, conversation_id, body.title)
         except ChatError as exc:
@@ -193,7 +222,7 @@ def _conversation_routes(
         return {"id": conversation_id, "title": title}
 
     @router.delete("/api/conversations/{conversation_id}")
-    def delete(conversation_id: int, user: User) -> dict:
+    def delete(conversation_id: PathId, user: User) -> dict:
         try:
             convs.delete(user, conversation_id)
         except ChatError as exc:
@@ -201,7 +230,7 @@ def _conversation_routes(
         return {"ok": True}
 
     @router.post("/api/messages/{message_id}/feedback")
-    def feedback(message_id: int, body: FeedbackBody, user: User) -> dict:
+    def feedback(message_id: PathId, body: FeedbackBody, user: User) -> dict:
         try:
             convs.feedback(user, message_id, body.rating, body.comment)
         except ChatError as exc:
@@ -228,13 +257,13 @@ def _turn_routes(router: APIRouter, convs: ConversationService, User: PrincipalP
 
     @router.post("/api/conversations/{conversation_id}/regenerate", response_model=None)
     def regenerate(
-        conversation_id: int, user: User, body: RegenerateBody | None = None
+        conversation_id: PathId, user: User, body: RegenerateBody | None = None
     ) -> Response:
         return _turn(lambda: convs.regenerate(user, conversation_id), body.stream if body else True)
 
     @router.post("/api/conversations/{conversation_id}/continue", response_model=None)
     def continue_answer(
-        conversation_id: int, user: User, body: RegenerateBody | None = None
+        conversation_id: PathId, user: User, body: RegenerateBody | None = None
     ) -> Response:
         """Go on with a last answer cut at the length limit; 400 when it was not cut."""
         stream = body.stream if body else True
@@ -255,7 +284,7 @@ def _key_routes(router: APIRouter, auth: AuthService, User: PrincipalParam) -> N
         return {"key": key, **asdict(info)}
 
     @router.delete("/api/keys/{key_id}")
-    def revoke_key(key_id: int, user: User) -> dict:
+    def revoke_key(key_id: PathId, user: User) -> dict:
         with refused(ApiKeyError, kind="not_found"):
             auth.api_keys.revoke(user, key_id)
         return {"ok": True}
@@ -263,8 +292,8 @@ def _key_routes(router: APIRouter, auth: AuthService, User: PrincipalParam) -> N
 
 def build_router(auth: AuthService, engine: Engine, convs: ConversationService) -> APIRouter:
     """The ``/health`` and ``/api/*`` routes; every ``/api`` route but login takes a session
-    token (``Authorization: Bearer ...``)."""
-    router = APIRouter()
+    token (``Authorization: Bearer ...``). JSON bodies are strict (``StrictJsonRoute``)."""
+    router = APIRouter(route_class=StrictJsonRoute)
     User = principal_param(session_user(auth))
     _session_routes(router, auth, engine, User)
     _conversation_routes(router, convs, User)
@@ -287,4 +316,6 @@ def build_api(
     app.include_router(build_router(auth, engine, conversations))
     app.include_router(build_openai_router(auth, conversations, engine))
     app.add_exception_handler(OpenAIError, openai_error_handler)
+    # 422 without the input echoed; OpenAI's 400 on /v1 (every router of the app)
+    install_validation_errors(app)
     return app

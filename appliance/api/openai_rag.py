@@ -27,7 +27,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict
-from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
@@ -36,6 +35,8 @@ from pydantic import BaseModel, ConfigDict
 from appliance.api.bearer import bearer_dependency, principal_param
 from appliance.api.errors import failed_turn_status, openai_status_of, retry_headers
 from appliance.api.grounded import evidence_json, verification_json
+from appliance.api.params import BodyId, StrictJsonRoute
+from appliance.api.unstreamed import TurnJSONResponse
 from appliance.core.auth.service import AuthService
 from appliance.core.errors import ChatError
 from appliance.core.services.chat import (
@@ -52,10 +53,18 @@ from engine.server.sse import DONE, ClosingStreamingResponse, sse
 MODEL_ID = "rag-appliance"
 
 
+class ContentPart(BaseModel):
+    """One part of a message's content; only ``text`` parts are read."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: str | None = None
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: str
-    content: str | list[dict[str, Any]] | None = None
+    content: str | list[ContentPart] | None = None
 
 
 class CompletionBody(BaseModel):
@@ -63,7 +72,7 @@ class CompletionBody(BaseModel):
     model: str = MODEL_ID
     messages: list[ChatMessage]
     stream: bool = False
-    conversation_id: int | None = None
+    conversation_id: BodyId | None = None
 
 
 class OpenAIError(HTTPException):
@@ -74,9 +83,9 @@ class OpenAIError(HTTPException):
         self.kind = kind
 
 
-def _text(content: str | list[dict[str, Any]] | None) -> str:
+def _text(content: str | list[ContentPart] | None) -> str:
     if isinstance(content, list):  # content parts: keep the text ones
-        return "".join(p.get("text", "") for p in content if p.get("type") == "text")
+        return "".join(p.text or "" for p in content if p.type == "text")
     return content or ""
 
 
@@ -161,7 +170,8 @@ def _stream(
     yield DONE
 
 
-def _complete(events: Iterator[ChatEvent], rid: str, history: str) -> JSONResponse:
+def _complete(events: Iterator[ChatEvent], rid: str, history: str) -> tuple[dict, int]:
+    """A finished turn as one ``chat.completion`` object, and its status."""
     citations: list[dict] = []
     evidence: list[dict] = []
     for event in events:
@@ -170,10 +180,10 @@ def _complete(events: Iterator[ChatEvent], rid: str, history: str) -> JSONRespon
             evidence = evidence_json(event.evidence)
         elif isinstance(event, ErrorEvent):
             body = {"error": {"message": event.message, "type": event.kind}}
-            return JSONResponse(body, failed_turn_status(event.kind))
+            return body, failed_turn_status(event.kind)
         elif isinstance(event, DoneEvent):
             message = {"role": "assistant", "content": event.answer}
-            return JSONResponse(
+            return (
                 {
                     "id": rid,
                     "object": "chat.completion",
@@ -188,16 +198,18 @@ def _complete(events: Iterator[ChatEvent], rid: str, history: str) -> JSONRespon
                     "verification": verification_json(event.check),
                     "conversation_id": event.conversation_id,
                     "history": history,
-                }
+                },
+                200,
             )
-    return JSONResponse({"error": {"message": "no answer", "type": "internal"}}, 500)
+    return {"error": {"message": "no answer", "type": "internal"}}, 500
 
 
 def build_openai_router(
     auth: AuthService, conversations: ConversationService, engine: Engine
 ) -> APIRouter:
-    """``/v1/models`` and ``/v1/chat/completions``, for the owner of an API key."""
-    router = APIRouter()
+    """``/v1/models`` and ``/v1/chat/completions``, for the owner of an API key. JSON bodies
+    are strict (``StrictJsonRoute``)."""
+    router = APIRouter(route_class=StrictJsonRoute)
     Owner = principal_param(
         bearer_dependency(
             auth.api_keys.resolve,
@@ -234,12 +246,14 @@ def build_openai_router(
             gone = threading.Event()
             stream = _stream(events, rid, history, gone)
             return ClosingStreamingResponse(stream, on_disconnect=gone.set)
-        return _complete(events, rid, history)
+        # one JSON object, and a client that leaves cancels generation as in a stream
+        return TurnJSONResponse(events, lambda done: _complete(done, rid, history))
 
     return router
 
 
 async def openai_error_handler(request: Request, exc: OpenAIError) -> JSONResponse:  # noqa: ARG001
     """OpenAI's error shape, which its clients parse into their exceptions."""
-    body = {"error": {"message": exc.detail, "type": exc.kind, "code": exc.status_code}}
+    error = {"message": exc.detail, "type": exc.kind, "param": None, "code": exc.status_code}
+    body = {"error": error}
     return JSONResponse(body, exc.status_code, headers=exc.headers)

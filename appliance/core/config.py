@@ -170,8 +170,7 @@ class SecurityConfig(_Section):
             scheme, _, rest = origin.partition("://")
             if scheme not in ("http", "https") or not rest or "/" in rest:
                 raise ValueError(
-                    f"allowed_origins: {origin!r} is not an origin (scheme://host[:port], "
-                    "no path)"
+                    f"allowed_origins: {origin!r} is not an origin (scheme://host[:port], no path)"
                 )
         if 0 < len(self.metrics_token) < 16:
             raise ValueError("metrics_token must be at least 16 characters")

@@ -10,7 +10,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from appliance.core.auth.service import AuthService, LoginThrottle, generate_password
+from appliance.core.auth.service import AuthService, generate_password
+from appliance.core.auth.throttle import ThrottlePolicy
 from appliance.core.config import SAMPLE_CORPUS, AppConfig, ConfigError
 from appliance.core.db.session import Database
 from appliance.core.metrics import AppMetrics
@@ -108,8 +109,7 @@ def build_appliance(
     """Start every part in order. ``engine`` and ``embedder`` let tests share loaded models."""
     db = open_database(config)
     sec = config.security
-    throttle = LoginThrottle(sec.login_max_failures, sec.login_window_s, sec.login_lockout_s)
-    auth = AuthService(db, sec.session_ttl_hours, throttle)
+    auth = AuthService(db, sec.session_ttl_hours, ThrottlePolicy.from_config(sec))
     password = bootstrap_admin(config, auth)
     engine = engine or build_engine(config)
     embedder = embedder or Embedder(config.rag.embedding_model_path)

@@ -120,7 +120,7 @@ def test_sign_in_sets_an_expiring_session_cookie_and_logout_ends_it(server: Serv
         assert "HttpOnly" in cookie and "Max-Age=" in cookie
         assert web.get("/", headers=page).status_code == 200  # the chat page itself
         token = web.cookies["appliance_session"]
-        web.get("/logout")
+        web.post("/logout")
         assert web.get("/", headers=page).status_code == 303
     # the session ended on the server: the old token no longer works anywhere
     assert (

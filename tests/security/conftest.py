@@ -33,7 +33,9 @@ class Site:
 
 
 @contextmanager
-def _served(data_dir: Path, model_dir, engine, embedder, config_for, **sections) -> Iterator[Site]:  # noqa: ANN001, ANN003
+def _served(
+    data_dir: Path, model_dir, engine, embedder, config_for, sections: dict
+) -> Iterator[Site]:  # noqa: ANN001
     from appliance.wiring.appliance import build_appliance
     from appliance.wiring.web import build_web_app
 
@@ -62,7 +64,8 @@ def _served(data_dir: Path, model_dir, engine, embedder, config_for, **sections)
 @pytest.fixture(scope="session")
 def site(tmp_path_factory, model_dir, engine, embedder, config_for) -> Iterator[Site]:  # noqa: ANN001
     """The suite's shared site (default settings)."""
-    with _served(tmp_path_factory.mktemp("security"), model_dir, engine, embedder, config_for) as s:
+    data = tmp_path_factory.mktemp("security")
+    with _served(data, model_dir, engine, embedder, config_for, {}) as s:
         yield s
 
 
@@ -74,7 +77,7 @@ def own_site(
 
     def make(**sections: dict) -> AbstractContextManager[Site]:
         data = tmp_path_factory.mktemp("security-own")
-        return _served(data, model_dir, engine, embedder, config_for, **sections)
+        return _served(data, model_dir, engine, embedder, config_for, sections)
 
     return make
 

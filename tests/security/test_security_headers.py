@@ -5,13 +5,14 @@ injection would write) is not loaded."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterator
 
 import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 from support.servers import serving
 
@@ -29,6 +30,9 @@ def tracker() -> Iterator[tuple[list[str], str]]:
     hits: list[str] = []
 
     async def pixel(request: Request) -> Response:
+        if request.url.path == "/frame":  # a page that frames ?src=
+            src = html.escape(request.query_params["src"])
+            return HTMLResponse(f"<iframe id=f src='{src}' width=400 height=300></iframe>")
         hits.append(request.url.path)
         return Response(b"GIF89a", media_type="image/gif")
 
@@ -113,9 +117,8 @@ def test_no_other_page_can_frame_the_chat(site, browser, tracker) -> None:  # no
     _hits, remote = tracker
     context = browser.new_context()
     page = context.new_page()
-    page.goto(remote + "/")
-    page.set_content(f"<iframe id=f src='{site.base}/login' width=400 height=300></iframe>")
-    page.wait_for_timeout(1500)
+    page.goto(f"{remote}/frame?src={site.base}/login", wait_until="domcontentloaded")
+    page.wait_for_timeout(3000)
     frame = page.frame_locator("#f")
     assert frame.locator("#username").count() == 0
     context.close()

@@ -15,6 +15,7 @@ from ui.admin.engine import build_engine_tab
 from ui.admin.planner import build_planner_tab
 from ui.admin.settings import build_settings_tab
 from ui.admin.users import build_users_tab
+from ui.login.button import logout_button
 from ui.session import require_admin
 
 DENIED = "This console is for administrators. [Back to the chat](/)"
@@ -34,7 +35,7 @@ def build_admin_page(console: AdminConsole, auth: AuthService) -> gr.Blocks:
             gr.Markdown("## Admin console")
             who = gr.Markdown(DENIED, elem_id="admin-who")
             gr.Button("Chat", link="/", size="sm", scale=0)
-            gr.Button("Log out", link="/logout", size="sm", scale=0)
+            logout_button("Log out")  # a form posting to /logout
         with gr.Column(visible=False, elem_id="admin-tabs") as console_box, gr.Tabs():
             loaders = [build_documents_tab(console, auth), build_users_tab(console, auth)]
             engine_loader, timer = build_engine_tab(console, auth)

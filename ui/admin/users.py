@@ -153,7 +153,12 @@ def _account_actions(users: AdminUsers, auth: AuthService) -> tuple[Callable[...
             if action == "collections":
                 users.set_collections(who.username, name, csv_list(value))
                 return f"{name}: collections set to {', '.join(csv_list(value))}."
-            return _once(f"New password for **{name}**", users.reset_password(who.username, name))
+            reset = users.reset_password(who.username, name)
+            return (
+                f"{_once(f'New password for **{name}**', reset.password)}. "
+                f"Their {reset.sessions_ended} session(s) ended and their "
+                f"{reset.api_keys_revoked} API key(s) were revoked; they can make new keys."
+            )
         except AdminError as exc:
             raise gr.Error(str(exc)) from exc
 

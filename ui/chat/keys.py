@@ -1,16 +1,19 @@
-"""The API keys panel: a user creates, lists and revokes their own keys for ``/v1``."""
+"""The API keys panel: a user creates, lists and revokes their own keys for ``/v1``, and may
+change their own password there (the keys keep working; their other sessions end)."""
 
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
 
 from appliance.core.auth.api_keys import ApiKeyError, ApiKeyInfo
-from appliance.core.auth.service import AuthService
+from appliance.core.auth.service import AuthError, AuthService, PasswordThrottled, WrongPassword
 from ui.i18n import t
+from ui.login.routes import SESSION_COOKIE
 from ui.session import require_principal
 
 
@@ -36,6 +39,7 @@ class KeysPanel:
             self.listing = gr.Markdown("", elem_id="key-list")
             self.pick = gr.Dropdown([], label=t(lang, "keys.pick"), elem_id="key-pick")
             self.revoke = gr.Button(t(lang, "keys.revoke"), size="sm", variant="stop")
+            self.password = PasswordForm(auth, lang)
 
     def labelled(self) -> list[tuple[gr.components.Component, Callable[[str], dict]]]:
         return [
@@ -44,6 +48,7 @@ class KeysPanel:
             (self.create, lambda lang: gr.update(value=t(lang, "keys.create"))),
             (self.pick, lambda lang: gr.update(label=t(lang, "keys.pick"))),
             (self.revoke, lambda lang: gr.update(value=t(lang, "keys.revoke"))),
+            *self.password.labelled(),
         ]
 
     def _show(self, request: gr.Request, lang: str, new_key: str | None = None) -> list[Any]:
@@ -83,3 +88,58 @@ class KeysPanel:
         self.box.expand(show, [lang_state], outputs)
         self.create.click(create, [self.name, lang_state], [self.name, *outputs])
         self.revoke.click(revoke, [self.pick, lang_state], outputs)
+        self.password.wire(lang_state)
+
+
+class PasswordForm:
+    """Change one's own password: the current one, the new one, and what happened."""
+
+    def __init__(self, auth: AuthService, lang: str) -> None:
+        self.auth = auth
+        self.heading = gr.Markdown(f"#### {t(lang, 'password.heading')}")
+        self.note = gr.Markdown(t(lang, "password.note"), elem_id="password-note")
+        self.current = gr.Textbox(
+            label=t(lang, "password.current"),
+            type="password",
+            max_lines=1,
+            elem_id="current-password",
+        )
+        self.new = gr.Textbox(
+            label=t(lang, "password.new"), type="password", max_lines=1, elem_id="new-password"
+        )
+        self.submit = gr.Button(t(lang, "password.submit"), size="sm", elem_id="change-password")
+        self.status = gr.Markdown("", elem_id="password-status")
+
+    def labelled(self) -> list[tuple[gr.components.Component, Callable[[str], dict]]]:
+        return [
+            (self.heading, lambda lang: gr.update(value=f"#### {t(lang, 'password.heading')}")),
+            (self.note, lambda lang: gr.update(value=t(lang, "password.note"))),
+            (self.current, lambda lang: gr.update(label=t(lang, "password.current"))),
+            (self.new, lambda lang: gr.update(label=t(lang, "password.new"))),
+            (self.submit, lambda lang: gr.update(value=t(lang, "password.submit"))),
+        ]
+
+    def _change(self, current: str, new: str, lang: str, request: gr.Request) -> str:
+        require_principal(request, self.auth)
+        if len(new) < 8:
+            return t(lang, "password.short")
+        if new == current:
+            return t(lang, "password.same")
+        token = request.cookies.get(SESSION_COOKIE) or ""
+        client = request.client.host if request.client else ""
+        try:
+            change = self.auth.change_password(token, current, new, client)
+        except PasswordThrottled as exc:
+            return t(lang, "login.locked", seconds=max(1, math.ceil(exc.retry_after)))
+        except WrongPassword:
+            return t(lang, "password.wrong")
+        except AuthError as exc:
+            raise gr.Error(str(exc)) from exc
+        return t(lang, "password.changed", count=change.sessions_ended)
+
+    def wire(self, lang_state: gr.State) -> None:
+        def change(current: str, new: str, lang: str, request: gr.Request) -> list[str]:
+            return ["", "", self._change(current, new, lang, request)]
+
+        inputs = [self.current, self.new, lang_state]
+        self.submit.click(change, inputs, [self.current, self.new, self.status])

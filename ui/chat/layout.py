@@ -10,6 +10,7 @@ import gradio as gr
 from appliance.core.auth.service import AuthService
 from ui.chat.keys import KeysPanel
 from ui.i18n import LANGUAGE_NAMES, t
+from ui.login.button import logout_button, logout_form
 
 
 @dataclass
@@ -21,7 +22,7 @@ class ChatComponents:
     rated: gr.State
     title: gr.Markdown
     lang_switch: gr.Radio
-    logout: gr.Button
+    logout: gr.HTML
     conversations: gr.Radio
     new: gr.Button
     manage: gr.Accordion
@@ -64,7 +65,7 @@ class ChatComponents:
         return [
             (self.title, value("app.title", "## {}")),
             (self.lang_switch, label("nav.language")),
-            (self.logout, value("nav.logout")),
+            (self.logout, lambda lang: gr.update(value=logout_form(t(lang, "nav.logout")))),
             (self.conversations, label("conv.heading")),
             (self.new, value("conv.new")),
             (self.manage, label("conv.manage")),
@@ -97,7 +98,7 @@ class ChatComponents:
 class _Header:
     title: gr.Markdown
     lang_switch: gr.Radio
-    logout: gr.Button
+    logout: gr.HTML
 
 
 @dataclass(frozen=True)
@@ -195,9 +196,7 @@ def _header(lang: str) -> _Header:
             scale=0,
             min_width=220,
         )
-        logout = gr.Button(
-            t(lang, "nav.logout"), link="/logout", size="sm", scale=0, elem_id="logout"
-        )
+        logout = logout_button(t(lang, "nav.logout"))  # a form posting to /logout
     return _Header(title, lang_switch, logout)
 
 

@@ -4,11 +4,14 @@
 
 The cookie holds a bearer session token from ``AuthService.login`` (only its hash is stored;
 it expires after ``security.session_ttl_hours``), so the browser and the JSON API share one
-session model: expiry, logout that ends the session on the server, throttled failures.
+session model: expiry, logout that ends the session on the server (``POST /logout``; a
+``GET`` only asks), failures throttled per username and client address (429 with
+``Retry-After``).
 Gradio asks ``gradio_user`` who is behind each request (its ``auth_dependency``); a page
 request without a live session is sent to ``/login``.
 """
 
+import math
 from collections.abc import Callable
 from typing import Annotated
 from urllib.parse import quote
@@ -20,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from appliance.core.auth.principal import Principal
 from appliance.core.auth.service import AuthService
 from ui.i18n import pick, t
-from ui.login.page import render_login
+from ui.login.page import render_login, render_logout
 
 SESSION_COOKIE = "appliance_session"
 LANG_COOKIE = "appliance_lang"
@@ -42,6 +45,11 @@ def request_language(request: Request) -> str:
         request.query_params.get("lang") or request.cookies.get(LANG_COOKIE),
         request.headers.get("accept-language"),
     )
+
+
+def client_address(request: Request) -> str:
+    """The address the request came from (the throttle's key; "" when the server has none)."""
+    return request.client.host if request.client else ""
 
 
 def _safe_next(path: str | None) -> str:
@@ -79,18 +87,18 @@ def build_login_router(auth: AuthService) -> APIRouter:
     ) -> Response:
         lang = pick(lang, request.headers.get("accept-language"))
         nxt = _safe_next(next)
-        result = auth.login(username.strip(), password)
-        if result is None:
-            wait = auth.locked_for(username.strip())
-            if wait > 0:
-                message = t(lang, "login.locked", seconds=max(1, round(wait)))
-                return page(lang, message, 429, username, nxt)
+        result = auth.login(username.strip(), password, client_address(request))
+        if result.retry_after > 0:
+            seconds = max(1, math.ceil(result.retry_after))
+            response = page(lang, t(lang, "login.locked", seconds=seconds), 429, username, nxt)
+            response.headers["Retry-After"] = str(seconds)
+            return response
+        if result.token is None:
             return page(lang, t(lang, "login.failed"), 401, username, nxt)
-        token, _who = result
         response = RedirectResponse(nxt, status_code=303)
         response.set_cookie(
             SESSION_COOKIE,
-            token,
+            result.token,
             max_age=ttl_s,
             httponly=True,
             samesite="lax",
@@ -99,6 +107,16 @@ def build_login_router(auth: AuthService) -> APIRouter:
         return response
 
     @router.get("/logout", include_in_schema=False)
+    def logout_page(request: Request) -> Response:
+        """A bookmarked or typed ``/logout`` changes nothing (a link or an image elsewhere
+        must not sign anyone out): signed in, it asks, with the button that posts."""
+        if session_principal(auth, request) is None:
+            return RedirectResponse("/login", status_code=303)
+        response = HTMLResponse(render_logout(request_language(request)))
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    @router.post("/logout", include_in_schema=False)
     def logout(request: Request) -> Response:
         token = request.cookies.get(SESSION_COOKIE)
         if token:

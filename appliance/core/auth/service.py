@@ -1,21 +1,26 @@
 """Accounts and login sessions: Argon2-hashed passwords, hashed bearer tokens with expiry,
-login throttling (per username, from the audit log) and per-user API keys (``api_keys``)."""
+password changes, login throttling (``throttle``: per username and client address, counted in
+the database) and per-user API keys (``api_keys``)."""
 
 from __future__ import annotations
 
 import hashlib
+import math
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 
 from appliance.core.auth.api_keys import ApiKeyStore
 from appliance.core.auth.principal import DEFAULT_COLLECTIONS, ROLES, Principal
-from appliance.core.db.models import AuditEvent, AuthSession, User, UserCollection
+from appliance.core.auth.throttle import LoginThrottle, ThrottlePolicy
+from appliance.core.db.models import ApiKey, AuditEvent, AuthSession, User, UserCollection
 from appliance.core.db.session import Database
+from appliance.core.names import InvalidName, collection_name
+from appliance.core.text import escaped_controls
 
 _hasher = PasswordHasher()
 
@@ -51,32 +56,74 @@ def _principal(s, user: User) -> Principal:  # noqa: ANN001
 
 
 @dataclass(frozen=True)
-class LoginThrottle:
-    """After ``max_failures`` failed logins for one username within ``window_s``, that
-    username is locked for ``lockout_s`` seconds from the last failure (a success resets)."""
+class LoginResult:
+    """One login attempt: the principal (and, from ``login``, its new session token) for the
+    right password; else ``retry_after`` > 0 when the throttle refused to check it at all."""
 
-    max_failures: int = 5
-    window_s: float = 300.0
-    lockout_s: float = 300.0
+    principal: Principal | None = None
+    token: str | None = None
+    retry_after: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.principal is not None
+
+
+@dataclass(frozen=True)
+class PasswordChange:
+    """What a password change ended besides the old password."""
+
+    sessions_ended: int
+    api_keys_revoked: int
+
+
+class PasswordThrottled(AuthError):
+    """Too many wrong current passwords: nothing was checked; try in ``retry_after`` s."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"too many failed attempts; try again in {math.ceil(retry_after)} s")
+        self.retry_after = retry_after
+
+
+class WrongPassword(AuthError):
+    """The current password given for a password change is not the user's."""
 
 
 def _aware(at: datetime) -> datetime:
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)  # SQLite drops the zone
 
 
+def _login_event(username: str, action: str, client: str) -> AuditEvent:
+    return AuditEvent(actor=username[:64], action=action, detail={"client": client})
+
+
+def _check_new_password(password: str) -> None:
+    if len(password) < 8:
+        raise AuthError("password must be at least 8 characters")
+
+
 class AuthService:
+    """Accounts, sessions and passwords over one database; ``throttle`` sets the login
+    back-off (``ThrottlePolicy.from_config(config.security)``; its defaults otherwise)."""
+
     def __init__(
-        self, db: Database, session_ttl_hours: float, throttle: LoginThrottle | None = None
+        self, db: Database, session_ttl_hours: float, throttle: ThrottlePolicy | None = None
     ) -> None:
         self.db = db
         self.ttl = timedelta(hours=session_ttl_hours)
-        self.throttle = throttle or LoginThrottle()
+        self.throttle = LoginThrottle(db, throttle)
         self.api_keys = ApiKeyStore(db, self.principal_by_id)
+        # checked when there is no enabled user of that name, so that a wrong username takes
+        # as long as a wrong password (the timing does not tell which usernames exist)
+        self._dummy_hash = hash_password(secrets.token_urlsafe(16))
 
     def set_collections(self, username: str, collections: list[str]) -> Principal:
         """Replace the collections a user may retrieve from."""
-        names = sorted({c.strip() for c in collections if c.strip()})
-        if not names or any(len(c) > 64 for c in names):
+        try:  # the names' rules: appliance.core.names
+            names = sorted({collection_name(c) for c in collections if c.strip()})
+        except InvalidName as exc:
+            raise AuthError(str(exc)) from exc
+        if not names:
             raise AuthError("give one or more collection names (at most 64 characters each)")
         with self.db.session() as s:
             user = s.scalar(select(User).where(User.username == username))
@@ -96,12 +143,11 @@ class AuthService:
 
     def create_user(self, username: str, password: str, role: str = "staff") -> Principal:
         username = username.strip()
-        if not username or len(username) > 64:
-            raise AuthError("username must be 1-64 characters")
+        if not username or len(username) > 64 or escaped_controls(username) != username:
+            raise AuthError("username must be 1-64 characters, none of them a control character")
         if role not in ROLES:
             raise AuthError(f"role must be one of {', '.join(ROLES)}")
-        if len(password) < 8:
-            raise AuthError("password must be at least 8 characters")
+        _check_new_password(password)
         with self.db.session() as s:
             if s.scalar(select(User).where(User.username == username)):
                 raise AuthError(f"user {username!r} already exists")
@@ -119,76 +165,109 @@ class AuthService:
         with self.db.session() as s:
             return [_principal(s, u) for u in s.scalars(select(User))]
 
-    def set_password(self, username: str, password: str) -> None:
-        if len(password) < 8:
-            raise AuthError("password must be at least 8 characters")
+    def set_password(self, username: str, password: str) -> PasswordChange:
+        """An admin's reset: the new password, and every session and live API key of the user
+        ends (whoever knew the old password may have made them)."""
+        _check_new_password(password)
         with self.db.session() as s:
             user = s.scalar(select(User).where(User.username == username))
             if user is None:
                 raise AuthError(f"no user {username!r}")
             user.password_hash = hash_password(password)
-            s.execute(delete(AuthSession).where(AuthSession.user_id == user.id))
-
-    def locked_for(self, username: str) -> float:
-        """Seconds until ``username`` may try to log in again (0 when it is not locked).
-
-        Read from the audit log, so a lock holds across restarts and across workers."""
-        t = self.throttle
-        now = datetime.now(UTC)
-        with self.db.session() as s:
-            rows = s.execute(
-                select(AuditEvent.action, AuditEvent.at)
-                .where(
-                    AuditEvent.actor == username[:64],
-                    AuditEvent.action.in_(("login.ok", "login.failed")),
-                    AuditEvent.at >= now - timedelta(seconds=t.window_s),
-                )
-                .order_by(AuditEvent.id.desc())
-                .limit(t.max_failures)
-            ).all()
-        failures = [_aware(at) for action, at in rows if action == "login.failed"]
-        if len(failures) < t.max_failures or len(rows) > len(failures):
-            return 0.0  # fewer than K failures in the window, or a success among the last K
-        left = t.lockout_s - (now - failures[0]).total_seconds()
-        return max(0.0, left)
-
-    def authenticate(self, username: str, password: str) -> Principal | None:
-        """The principal for valid credentials, else None. Every attempt is audited
-        (``login.ok``, ``login.failed``, or ``login.locked`` while throttled; a locked
-        username's password is not even checked)."""
-        if self.locked_for(username) > 0:
-            with self.db.session() as s:
-                s.add(AuditEvent(actor=username[:64], action="login.locked", detail=None))
-            return None
-        with self.db.session() as s:
-            user = s.scalar(select(User).where(User.username == username))
-            ok = (
-                user is not None
-                and not user.disabled
-                and verify_password(user.password_hash, password)
+            ended = s.execute(delete(AuthSession).where(AuthSession.user_id == user.id))
+            revoked = s.execute(
+                update(ApiKey)
+                .where(ApiKey.user_id == user.id, ApiKey.revoked_at.is_(None))
+                .values(revoked_at=datetime.now(UTC))
             )
-            s.add(
-                AuditEvent(
-                    actor=username[:64], action="login.ok" if ok else "login.failed", detail=None
-                )
-            )
-            return _principal(s, user) if ok and user else None
+            return PasswordChange(ended.rowcount, revoked.rowcount)
 
-    def login(self, username: str, password: str) -> tuple[str, Principal] | None:
-        """A new bearer token for valid credentials (only its hash is stored)."""
-        principal = self.authenticate(username, password)
+    def change_password(
+        self, token: str, current: str, new: str, client: str = ""
+    ) -> PasswordChange:
+        """The signed-in user of session ``token`` changes their own password: their API keys
+        keep working, their other sessions end (this one stays). A wrong ``current`` counts
+        as a failed login of the user from ``client`` (``PasswordThrottled`` once it backs
+        off); audited as ``user.password`` or ``user.password.failed``."""
+        principal = self.resolve(token)
         if principal is None:
-            return None
+            raise AuthError("your session has ended; sign in again")
+        _check_new_password(new)
+        if new == current:
+            raise AuthError("the new password must differ from the current one")
+        claim = self.throttle.claim(principal.username, client)
+        if not claim.allowed:
+            raise PasswordThrottled(claim.retry_after)
+        with self.db.session() as s:
+            user = s.get(User, principal.user_id)
+            ok = user is not None and verify_password(user.password_hash, current)
+            if not ok:
+                s.add(_login_event(principal.username, "user.password.failed", client))
+        if not ok:
+            raise WrongPassword("the current password is wrong")
+        self.throttle.succeeded(claim)
+        with self.db.session() as s:
+            s.execute(
+                update(User)
+                .where(User.id == principal.user_id)
+                .values(password_hash=hash_password(new))
+            )
+            ended = s.execute(
+                delete(AuthSession).where(
+                    AuthSession.user_id == principal.user_id,
+                    AuthSession.token_hash != _token_hash(token),
+                )
+            )
+            detail = {"sessions_ended": ended.rowcount, "client": client}
+            s.add(AuditEvent(actor=principal.username, action="user.password", detail=detail))
+            return PasswordChange(ended.rowcount, 0)
+
+    def _attempt(self, username: str, password: str, client: str) -> LoginResult:
+        """Check a password unless the throttle refuses (``appliance.core.auth.throttle``);
+        audited as ``login.ok``, ``login.failed`` or ``login.locked`` (not checked)."""
+        # what the attempt is counted and audited as: a name with a control character (NUL,
+        # which PostgreSQL cannot even compare) or over 64 characters names no account
+        shown = escaped_controls(username)[:64]
+        possible = shown == username
+        claim = self.throttle.claim(shown, client)
+        if not claim.allowed:
+            with self.db.session() as s:
+                s.add(_login_event(shown, "login.locked", client))
+            return LoginResult(retry_after=claim.retry_after)
+        with self.db.session() as s:
+            user = s.scalar(select(User).where(User.username == username)) if possible else None
+            if user is None or user.disabled:
+                verify_password(self._dummy_hash, password)  # as long as a real check
+                ok = False
+            else:
+                ok = verify_password(user.password_hash, password)
+            s.add(_login_event(shown, "login.ok" if ok else "login.failed", client))
+            principal = _principal(s, user) if ok and user else None
+        if principal is not None:
+            self.throttle.succeeded(claim)
+        return LoginResult(principal)
+
+    def authenticate(self, username: str, password: str, client: str = "") -> Principal | None:
+        """The principal for valid credentials, else None (throttled like ``login``)."""
+        return self._attempt(username, password, client).principal
+
+    def login(self, username: str, password: str, client: str = "") -> LoginResult:
+        """Log in from ``client`` (the caller's address; "" when unknown, and those share one
+        count): the result carries a new bearer token (only its hash is stored) and the
+        principal, or nothing, or the seconds to wait when the throttle refused."""
+        result = self._attempt(username, password, client)
+        if result.principal is None:
+            return result
         token = secrets.token_urlsafe(32)
         with self.db.session() as s:
             s.add(
                 AuthSession(
                     token_hash=_token_hash(token),
-                    user_id=principal.user_id,
+                    user_id=result.principal.user_id,
                     expires_at=datetime.now(UTC) + self.ttl,
                 )
             )
-        return token, principal
+        return LoginResult(result.principal, token)
 
     def resolve(self, token: str) -> Principal | None:
         with self.db.session() as s:

@@ -120,6 +120,9 @@ class Document(Base):
     collection: Mapped[str] = mapped_column(String(64), default="default", index=True)
     title: Mapped[str] = mapped_column(String(300))
     source_path: Mapped[str] = mapped_column(String(1000))
+    # the uploaded name as given, where it differs from ``source_path`` (normalised:
+    # ``appliance.core.names.stored_filename``); for display only
+    original_name: Mapped[str | None] = mapped_column(String(1000), nullable=True)
     mime: Mapped[str] = mapped_column(String(64))
     sha256: Mapped[str] = mapped_column(String(64))
     size_bytes: Mapped[int] = mapped_column(Integer)
@@ -156,6 +159,20 @@ class AuditEvent(Base):
     actor: Mapped[str] = mapped_column(String(64))
     action: Mapped[str] = mapped_column(String(64), index=True)
     detail: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+
+
+class LoginCounter(Base):
+    """Failed password checks of one (username, client address) pair (``scope`` "pair") or of
+    one address for any usernames (``scope`` "address", ``username`` empty), counted by
+    ``appliance.core.auth.throttle``; ``last_at`` is the latest counted check."""
+
+    __tablename__ = "login_counters"
+
+    scope: Mapped[str] = mapped_column(String(8), primary_key=True)
+    address: Mapped[str] = mapped_column(String(64), primary_key=True)
+    username: Mapped[str] = mapped_column(String(64), primary_key=True)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    last_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
 
 
 class ApiKey(Base):

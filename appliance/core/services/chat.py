@@ -34,6 +34,7 @@ from appliance.core.services.knowledge import KnowledgeBase
 from appliance.core.services.settings import SettingsService
 from appliance.core.services.turn_prompt import PreparedTurn, StoredMessage, TurnPrompts
 from appliance.core.services.turn_store import owned_conversation, store_check, store_turn
+from appliance.core.text import is_blank, is_valid_unicode, without_controls
 from engine.base import (
     Engine,
     EngineError,
@@ -119,10 +120,14 @@ class ChatService:
         self, principal: Principal, question: str, conversation_id: int | None = None
     ) -> Iterator[ChatEvent]:
         """Validate and start a turn (raising ``ChatError`` before any work on bad input),
-        then return the stream of events."""
-        question = question.strip()
+        then return the stream of events. A question that shows nothing (spaces, NUL,
+        zero-width or other format characters only) is ``empty``; control characters are
+        dropped from the question (``appliance.core.text``)."""
+        question = without_controls(question).strip()
         refusal = None
-        if not question:
+        if not is_valid_unicode(question):
+            refusal = ChatError("invalid", "the question is not valid Unicode text")
+        elif is_blank(question):
             refusal = ChatError("empty", "the question is empty")
         elif len(question) > self.cfg.max_prompt_chars:
             refusal = ChatError(

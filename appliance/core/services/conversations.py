@@ -3,7 +3,8 @@ rename, delete, feedback, and the entry points for asking, regenerating and cont
 chat page and the APIs share (the turn itself is ``ChatService``'s).
 
 Every method takes the ``Principal`` and touches only that user's rows; someone else's id
-reads as "not found", so ids leak nothing.
+reads as "not found", exactly as a missing one, so ids leak nothing (not even the
+conversation another user's answer is in).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from appliance.core.db.models import AuditEvent, Conversation, Feedback, Message
 from appliance.core.db.session import Database
 from appliance.core.errors import ChatError
 from appliance.core.services.chat import ChatEvent, ChatService, owned_conversation
+from appliance.core.text import is_blank, without_controls
 from engine.base import EngineError
 
 MAX_TITLE = 200
@@ -252,8 +254,8 @@ class ConversationService:
     # ---- changing -------------------------------------------------------------------------
 
     def rename(self, principal: Principal, conversation_id: int, title: str) -> str:
-        title = " ".join(title.split())
-        if not title:
+        title = " ".join(without_controls(title).split())
+        if is_blank(title):
             raise ChatError("empty", "the new name is empty")
         if len(title) > MAX_TITLE:
             raise ChatError("too_long", f"a name has at most {MAX_TITLE} characters")
@@ -282,14 +284,15 @@ class ConversationService:
         """
         if rating not in (1, -1):
             raise ChatError("invalid", "rating must be 1 (up) or -1 (down)")
-        comment = (comment or "").strip() or None
+        comment = without_controls(comment or "").strip() or None
         if comment and len(comment) > MAX_COMMENT:
             raise ChatError("too_long", f"a comment has at most {MAX_COMMENT} characters")
         with self.db.session() as s:
             msg = s.get(Message, message_id)
-            if msg is None or msg.role != "assistant":
+            conv = s.get(Conversation, msg.conversation_id) if msg is not None else None
+            if conv is None or msg.role != "assistant" or conv.user_id != principal.user_id:
+                # someone else's answer reads as a missing one (their conversation unnamed)
                 raise ChatError("not_found", f"answer {message_id} not found")
-            owned_conversation(s, principal, msg.conversation_id)
             row = s.scalar(
                 select(Feedback).where(
                     Feedback.message_id == message_id, Feedback.user_id == principal.user_id

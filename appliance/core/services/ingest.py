@@ -1,7 +1,10 @@
 """Ingestion: files to parsed sections, chunks, DB rows and vectors, one file at a time.
 
 Each file either fully lands (document, chunks and vectors) or leaves nothing behind, and one
-bad file never stops the rest of a batch: its error is reported per file.
+bad file never stops the rest of a batch: its error is reported per file. A file is stored
+under a safe name (``appliance.core.names.stored_filename``: base name, no control
+characters, at most 255 characters) and, where that differs, the name it came with; the
+collection must be a valid name (``collection_name``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from sqlalchemy import func, select
 
 from appliance.core.db.models import AuditEvent, Chunk, Document, IngestionRun
 from appliance.core.db.session import Database
+from appliance.core.names import InvalidName, collection_name, given_filename, stored_filename
 from appliance.core.services.knowledge import KnowledgeBase, embedding_text
 from rag.chunking import TokenCounter, chunk_sections
 from rag.parsers import SUPPORTED_SUFFIXES, ParseError, parse_file
@@ -66,9 +70,16 @@ class IngestService:
     def ingest_bytes(
         self, name: str, data: bytes, collection: str = "default", actor: str = "system"
     ) -> IngestResult:
-        """Ingest one file; every attempt is recorded as an ``IngestionRun`` row."""
+        """Ingest one file; every attempt is recorded as an ``IngestionRun`` row. ``name`` is
+        the name the file came with; the result and the row carry the name it is stored as."""
         started = time.perf_counter()
-        result = self._ingest_bytes(name, data, collection, actor)
+        given, name = name, stored_filename(name)
+        try:
+            collection = collection_name(collection)
+        except InvalidName as exc:
+            result = IngestResult(name, "error", error=str(exc))
+        else:
+            result = self._ingest_bytes(name, given, data, collection, actor)
         with self.db.session() as s:
             s.add(
                 IngestionRun(
@@ -85,7 +96,9 @@ class IngestService:
             )
         return result
 
-    def _ingest_bytes(self, name: str, data: bytes, collection: str, actor: str) -> IngestResult:
+    def _ingest_bytes(
+        self, name: str, given: str, data: bytes, collection: str, actor: str
+    ) -> IngestResult:
         if len(data) > self.max_bytes:
             mb = self.max_bytes // (1024 * 1024)
             return IngestResult(name, "error", error=f"file is larger than the {mb} MB limit")
@@ -115,6 +128,7 @@ class IngestService:
                 collection=collection,
                 title=parsed.title,
                 source_path=name,
+                original_name=given_filename(given) if given != name else None,
                 mime=parsed.mime,
                 sha256=digest,
                 size_bytes=len(data),

@@ -76,10 +76,10 @@ def test_api_keys_over_http(client: TestClient, appliance) -> None:  # noqa: ANN
 
 def test_throttled_login_answers_429(client: TestClient, appliance) -> None:  # noqa: ANN001
     appliance.auth.create_user("api-throttled", "password-789")
-    limit = appliance.auth.throttle.max_failures
+    limit = appliance.auth.throttle.policy.max_failures
     wrong = {"username": "api-throttled", "password": "wrong-password"}
-    codes = [client.post("/api/login", json=wrong).status_code for _ in range(limit)]
-    assert codes == [401] * (limit - 1) + [429]  # the failure that locks says so
+    codes = [client.post("/api/login", json=wrong).status_code for _ in range(limit + 1)]
+    assert codes == [401] * limit + [429]  # checked up to the limit, then refused unchecked
     right = client.post("/api/login", json={**wrong, "password": "password-789"})
     assert right.status_code == 429 and int(right.headers["retry-after"]) > 0
 

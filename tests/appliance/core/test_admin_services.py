@@ -128,11 +128,11 @@ def test_users_roles_guards_passwords_and_api_keys(box) -> None:  # noqa: ANN001
     users.set_role("dana", boss, "admin")
     users.set_role(boss, "dana", "staff")
 
-    token, _ = auth.login("dana", password)
+    token = auth.login("dana", password).token
     users.set_disabled(boss, "dana", True)
     assert auth.principal_for("dana") is None and auth.resolve(token) is None
     users.set_disabled(boss, "dana", False)
-    fresh = users.reset_password(boss, "dana")
+    fresh = users.reset_password(boss, "dana").password
     assert auth.authenticate("dana", fresh) and not auth.authenticate("dana", password)
     users.set_collections(boss, "dana", ["finance"])
     assert auth.principal_for("dana").collections == frozenset({"finance"})

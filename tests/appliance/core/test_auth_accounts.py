@@ -1,5 +1,6 @@
-"""Accounts: login throttling from the audit log, audited logins and logouts, session
-expiry, and per-user API keys stored only as hashes (real SQLite, no model)."""
+"""Accounts: login throttling per username and address, audited logins and logouts, one's own
+password change, session expiry, and per-user API keys stored only as hashes (real SQLite, no
+model)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import pytest
 from sqlalchemy import select
 
 from appliance.core.auth.api_keys import ApiKeyError
-from appliance.core.auth.service import AuthService, LoginThrottle
+from appliance.core.auth.service import (
+    AuthError,
+    AuthService,
+    PasswordChange,
+    PasswordThrottled,
+    WrongPassword,
+)
+from appliance.core.auth.throttle import ThrottlePolicy
 from appliance.core.db.models import ApiKey, AuditEvent
 from appliance.core.db.session import Database
 
@@ -32,33 +40,62 @@ def actions(db: Database, actor: str) -> list[str]:
         )
 
 
-def test_repeated_failures_lock_the_username_then_it_unlocks(db: Database) -> None:
-    auth = AuthService(db, 1, LoginThrottle(max_failures=3, window_s=60, lockout_s=1.5))
+def test_failures_back_off_one_username_from_one_address(db: Database) -> None:
+    policy = ThrottlePolicy(max_failures=3, window_s=60, backoff_s=2.0, lockout_s=2.0)
+    auth = AuthService(db, 1, policy)
     auth.create_user("kim", "right-password")
     auth.create_user("lee", "right-password")
     for _ in range(3):
-        assert auth.login("kim", "wrong-password") is None
-    assert auth.locked_for("kim") > 0
-    # locked: even the right password is refused, and the attempt is audited as such
-    assert auth.login("kim", "right-password") is None
+        assert auth.login("kim", "wrong-password", "10.0.0.1").token is None
+    # backing off: even the right password is refused unchecked, and audited as such
+    refused = auth.login("kim", "right-password", "10.0.0.1")
+    # (an Argon2 check takes up to a second on a busy machine: the wait is what is left)
+    assert refused.token is None and 0 < refused.retry_after <= 2.0
     assert actions(db, "kim") == ["login.failed"] * 3 + ["login.locked"]
-    assert auth.locked_for("lee") == 0  # the lock is per username
-    assert auth.login("lee", "right-password") is not None
-    time.sleep(1.6)
-    assert auth.locked_for("kim") == 0
-    token, who = auth.login("kim", "right-password")
-    assert who.username == "kim" and actions(db, "kim")[-1] == "login.ok"
-    # a success resets the count: one more failure does not lock again
-    assert auth.login("kim", "wrong-password") is None
-    assert auth.locked_for("kim") == 0
-    auth.logout(token)
-    assert auth.resolve(token) is None and actions(db, "kim")[-1] == "logout"
+    assert auth.login("kim", "right-password", "10.0.0.2").ok  # kim from elsewhere gets in
+    assert auth.login("lee", "right-password", "10.0.0.1").ok  # and others from there
+    time.sleep(refused.retry_after + 0.1)
+    result = auth.login("kim", "right-password", "10.0.0.1")
+    assert result.principal.username == "kim" and actions(db, "kim")[-1] == "login.ok"
+    # a success resets the count: one more failure does not back off again
+    assert not auth.login("kim", "wrong-password", "10.0.0.1").ok
+    assert auth.login("kim", "right-password", "10.0.0.1").ok
+    with db.session() as s:
+        logged = s.scalar(select(AuditEvent.detail).where(AuditEvent.action == "login.ok"))
+    assert logged == {"client": "10.0.0.2"}  # the audit log says where from
+    auth.logout(result.token)
+    assert auth.resolve(result.token) is None and actions(db, "kim")[-1] == "logout"
+
+
+def test_own_password_change_keeps_api_keys_and_this_session(db: Database) -> None:
+    auth = AuthService(db, 1, ThrottlePolicy(max_failures=2))
+    han = auth.create_user("han", "right-password")
+    key, _info = auth.api_keys.create(han, "notebook")
+    here, there = auth.login("han", "right-password").token, auth.login("han", "right-password")
+    with pytest.raises(WrongPassword):
+        auth.change_password(here, "wrong-password", "new-password-1", "10.0.0.1")
+    with pytest.raises(AuthError, match="at least 8"):
+        auth.change_password(here, "right-password", "short", "10.0.0.1")
+    change = auth.change_password(here, "right-password", "new-password-1", "10.0.0.1")
+    assert change == PasswordChange(sessions_ended=1, api_keys_revoked=0)
+    assert auth.resolve(here) == han and auth.resolve(there.token) is None
+    assert auth.api_keys.resolve(key) == han
+    assert auth.login("han", "new-password-1").ok and not auth.login("han", "right-password").ok
+    assert "user.password" in actions(db, "han") and "user.password.failed" in actions(db, "han")
+    # wrong current passwords count like failed logins of that user from that address
+    with pytest.raises(WrongPassword):
+        auth.change_password(here, "wrong-password", "new-password-2", "10.0.0.1")
+    with pytest.raises(WrongPassword):
+        auth.change_password(here, "wrong-password", "new-password-2", "10.0.0.1")
+    with pytest.raises(PasswordThrottled):
+        auth.change_password(here, "new-password-1", "new-password-2", "10.0.0.1")
 
 
 def test_sessions_expire(db: Database) -> None:
     auth = AuthService(db, session_ttl_hours=0.5 / 3600)  # half a second
     auth.create_user("park", "right-password")
-    token, who = auth.login("park", "right-password")
+    result = auth.login("park", "right-password")
+    token, who = result.token, result.principal
     assert auth.resolve(token) == who
     time.sleep(0.7)
     assert auth.resolve(token) is None
@@ -86,3 +123,23 @@ def test_api_keys_are_hashed_listed_and_revocable_per_user(db: Database) -> None
     assert actions(db, "choi") == ["api_key.create", "api_key.revoke"]
     with pytest.raises(ApiKeyError):
         auth.api_keys.create(choi, "  ")
+
+
+def test_names_with_control_characters_name_no_account(db_url: str) -> None:
+    """A username with NUL (which PostgreSQL cannot even compare: it was a 500 there) or over
+    64 characters is a failed login, counted and audited under its escaped form; no account
+    can be created with one."""
+    database = Database(db_url)
+    database.migrate()
+    auth = AuthService(database, 1)
+    try:
+        auth.create_user("nul", "password-123")
+        for name in ("nul\x00", "n\x00ul", "x" * 200):
+            result = auth.login(name, "password-123", client="10.0.0.1")
+            assert not result.ok and result.retry_after == 0
+        assert actions(database, "nul\\x00") == ["login.failed"]
+        for bad in ("a\x00b", "tab\tname", "x" * 65):
+            with pytest.raises(AuthError, match="1-64 characters"):
+                auth.create_user(bad, "password-123")
+    finally:
+        database.dispose()

@@ -48,8 +48,9 @@ def test_users_sessions_and_turns(db_url: str) -> None:
         assert stored.startswith("$argon2") and "correct horse" not in stored
         assert auth.authenticate("alice", "wrong password") is None
         assert auth.authenticate("alice", "correct horse battery") == alice
-        token, who = auth.login("alice", "correct horse battery")
-        assert who == alice and auth.resolve(token) == alice
+        result = auth.login("alice", "correct horse battery")
+        token = result.token
+        assert result.principal == alice and auth.resolve(token) == alice
         auth.logout(token)
         assert auth.resolve(token) is None
 

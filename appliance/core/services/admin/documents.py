@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, update
 
 from appliance.core.db.models import AuditEvent, Chunk, Document, IngestionRun, UserCollection
+from appliance.core.names import InvalidName, collection_name, existing_collection
 from appliance.core.services.ingest import IngestResult, IngestService
 from appliance.core.services.knowledge import KnowledgeBase, embedding_text
-
-COLLECTION_MAX = 64
 
 
 class AdminError(ValueError):
@@ -29,11 +28,21 @@ class Upload:
 
 
 def check_collection(name: str) -> str:
-    """A collection name, stripped; raises ``AdminError`` when empty or too long."""
-    name = (name or "").strip()
-    if not name or len(name) > COLLECTION_MAX:
-        raise AdminError(f"collection: give a name of 1 to {COLLECTION_MAX} characters")
-    return name
+    """A collection name to store something under, normalised (``collection_name``); raises
+    ``AdminError`` when it breaks the rules."""
+    try:
+        return collection_name(name)
+    except InvalidName as exc:
+        raise AdminError(str(exc)) from exc
+
+
+def known_collection(name: str) -> str:
+    """A collection name to look up (rename from, delete): looser than ``check_collection``,
+    so a collection named before the rules can still be renamed or deleted."""
+    try:
+        return existing_collection(name)
+    except InvalidName as exc:
+        raise AdminError(str(exc)) from exc
 
 
 class AdminDocuments:
@@ -77,6 +86,7 @@ class AdminDocuments:
                     "id": d.id,
                     "collection": d.collection,
                     "name": d.source_path,
+                    "original_name": d.original_name,  # as uploaded, where it differs
                     "title": d.title,
                     "chunks": n,
                     "size_bytes": d.size_bytes,
@@ -148,7 +158,7 @@ class AdminDocuments:
 
     def rename_collection(self, old: str, new: str, actor: str) -> int:
         """Rename a collection in documents and user grants; returns documents moved."""
-        old, new = check_collection(old), check_collection(new)
+        old, new = known_collection(old), check_collection(new)
         if old == new:
             raise AdminError("the new name is the same as the old one")
         with self.db.session() as s:
@@ -173,7 +183,7 @@ class AdminDocuments:
 
     def delete_collection(self, name: str, actor: str) -> int:
         """Delete every document of a collection (grants stay); returns documents deleted."""
-        name = check_collection(name)
+        name = known_collection(name)
         with self.db.session() as s:
             ids = list(s.scalars(select(Document.id).where(Document.collection == name)))
         if not ids:

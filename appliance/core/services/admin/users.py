@@ -1,6 +1,7 @@
 """User administration: accounts, roles, collection access, passwords and API keys.
 
-Passwords go through ``AuthService`` (Argon2). Every change is audited with the acting admin.
+Passwords go through ``AuthService`` (Argon2); a reset also revokes the user's API keys. Every
+change is audited with the acting admin.
 Guards: an admin cannot disable or demote themselves, and the last enabled admin stays one.
 API keys are listed and revoked here directly over ``api_keys`` (only hashes are stored);
 new keys are issued by the auth service's key store when it has one.
@@ -8,6 +9,7 @@ new keys are issued by the auth service's key store when it has one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import delete, func, select
@@ -16,6 +18,15 @@ from appliance.core.auth.principal import ROLES
 from appliance.core.auth.service import AuthError, AuthService, generate_password
 from appliance.core.db.models import ApiKey, AuditEvent, AuthSession, User, UserCollection
 from appliance.core.services.admin.documents import AdminError
+
+
+@dataclass(frozen=True)
+class PasswordReset:
+    """An admin's password reset: the new password (to show once) and what it ended."""
+
+    password: str
+    sessions_ended: int
+    api_keys_revoked: int
 
 
 class AdminUsers:
@@ -118,16 +129,22 @@ class AdminUsers:
             detail = {"username": username, "collections": sorted(principal.collections)}
             self._audit(s, actor, "admin.user.collections", detail)
 
-    def reset_password(self, actor: str, username: str, password: str = "") -> str:
-        """Set a new password (generated when empty); the user's sessions end. Returns it."""
+    def reset_password(self, actor: str, username: str, password: str = "") -> PasswordReset:
+        """Set a new password (generated when empty): the user's sessions end and their API
+        keys are revoked (whoever had the old password may have made them)."""
         password = password or generate_password()
         try:
-            self.auth.set_password(username, password)
+            change = self.auth.set_password(username, password)
         except AuthError as exc:
             raise AdminError(str(exc)) from exc
+        detail = {
+            "username": username,
+            "sessions_ended": change.sessions_ended,
+            "api_keys_revoked": change.api_keys_revoked,
+        }
         with self.db.session() as s:
-            self._audit(s, actor, "admin.user.password", {"username": username})
-        return password
+            self._audit(s, actor, "admin.user.password", detail)
+        return PasswordReset(password, change.sessions_ended, change.api_keys_revoked)
 
     # ---- API keys -------------------------------------------------------------------------
 

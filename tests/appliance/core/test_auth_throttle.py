@@ -1,0 +1,129 @@
+"""The login throttle on both databases: per (username, address) and per address back-offs
+that double up to a cap, a quiet window that forgets, a success that clears, stale counters
+purged, and claims counted atomically by concurrent workers (each with its own engine)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import func, select
+
+from appliance.core.auth.throttle import LoginThrottle, ThrottlePolicy
+from appliance.core.db.models import LoginCounter
+from appliance.core.db.session import Database
+
+
+@pytest.fixture()
+def db(db_url: str) -> Iterator[Database]:
+    database = Database(db_url)
+    database.migrate()
+    yield database
+    database.dispose()
+
+
+def test_a_pair_backs_off_doubling_to_the_cap_and_a_success_clears_it(db: Database) -> None:
+    policy = ThrottlePolicy(max_failures=3, window_s=60, backoff_s=0.4, lockout_s=1.0)
+    throttle = LoginThrottle(db, policy)
+    assert [throttle.claim("kim", "10.0.0.1").allowed for _ in range(4)] == [True] * 3 + [False]
+    refused = throttle.claim("kim", "10.0.0.1")
+    assert not refused.allowed and 0.2 < refused.retry_after <= 0.4
+    # only that pair: the same user from elsewhere, and others from there, are checked
+    assert throttle.claim("kim", "10.0.0.2").allowed
+    assert throttle.claim("lee", "10.0.0.1").allowed
+    time.sleep(0.45)
+    assert throttle.claim("kim", "10.0.0.1").allowed  # one more check after the back-off...
+    doubled = throttle.claim("kim", "10.0.0.1")  # ...then twice as long
+    assert not doubled.allowed and 0.6 < doubled.retry_after <= 0.8
+    time.sleep(0.85)
+    assert throttle.claim("kim", "10.0.0.1").allowed
+    capped = throttle.claim("kim", "10.0.0.1")  # 1.6 s, capped at lockout_s
+    assert not capped.allowed and 0.8 < capped.retry_after <= 1.0
+    time.sleep(1.05)
+    right = throttle.claim("kim", "10.0.0.1")
+    assert right.allowed
+    throttle.succeeded(right)  # the right password: the pair starts afresh
+    assert [throttle.claim("kim", "10.0.0.1").allowed for _ in range(4)] == [True] * 3 + [False]
+
+
+def test_an_address_backs_off_whatever_the_usernames(db: Database) -> None:
+    policy = ThrottlePolicy(max_failures=10, backoff_s=30, address_max_failures=4)
+    throttle = LoginThrottle(db, policy)
+    claims = [throttle.claim(f"user{i}", "10.0.0.9") for i in range(3)]
+    assert all(c.allowed for c in claims)
+    right = throttle.claim("user3", "10.0.0.9")
+    throttle.succeeded(right)  # a success takes its own claim back from the address...
+    assert throttle.claim("user4", "10.0.0.9").allowed  # ...so this is the 4th failure
+    sprayed = throttle.claim("user5", "10.0.0.9")
+    assert not sprayed.allowed and 29 < sprayed.retry_after <= 30
+    assert not throttle.claim("user0", "10.0.0.9").allowed
+    assert throttle.claim("user5", "10.0.0.10").allowed  # another address is not held back
+    with db.session() as s:  # a refused address creates no counter per username
+        pairs = select(LoginCounter.username).where(
+            LoginCounter.scope == "pair", LoginCounter.address == "10.0.0.9"
+        )
+        assert set(s.scalars(pairs)) == {"user0", "user1", "user2", "user4"}  # user3: cleared
+
+
+def test_failures_are_forgotten_after_a_quiet_window(db: Database) -> None:
+    throttle = LoginThrottle(db, ThrottlePolicy(max_failures=2, window_s=0.3, backoff_s=30))
+    assert throttle.claim("park", "10.0.0.1").allowed
+    time.sleep(0.35)
+    assert throttle.claim("park", "10.0.0.1").allowed  # the first failure is forgotten,
+    assert throttle.claim("park", "10.0.0.1").allowed  # so this is only the second
+    assert not throttle.claim("park", "10.0.0.1").allowed
+
+
+def test_stale_counters_are_purged(db: Database) -> None:
+    policy = ThrottlePolicy(max_failures=1, window_s=0.1, backoff_s=0.1, lockout_s=0.1)
+    throttle = LoginThrottle(db, policy)
+    throttle.claim("choi", "10.0.0.1")
+    throttle.claim("jung", "10.0.0.2")
+    assert throttle.purge() == 0  # still in use
+    time.sleep(0.25)
+    throttle.claim("jung", "10.0.0.2")  # refreshed: stays
+    assert throttle.purge() == 2  # choi's pair and address
+    with db.session() as s:
+        assert s.scalar(select(func.count()).select_from(LoginCounter)) == 2
+
+
+def _burst(throttles: list[LoginThrottle], names: list[str], address: str) -> list[bool]:
+    """Every throttle claims its name at once (released by a barrier); who was allowed."""
+    start = threading.Barrier(len(throttles))
+    allowed: list[bool] = []
+
+    def guess(t: LoginThrottle, name: str) -> None:
+        start.wait()
+        allowed.append(t.claim(name, address).allowed)
+
+    threads = [
+        threading.Thread(target=guess, args=pair) for pair in zip(throttles, names, strict=True)
+    ]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert len(allowed) == len(throttles)
+    return allowed
+
+
+def test_concurrent_claims_from_many_workers_are_counted_exactly(db_url: str, db: Database) -> None:
+    """30 workers (each its own engine and connections) claim at once: exactly the limit's
+    worth of checks is allowed, for a pair, and for an address. (On SQLite this holds because
+    the claim's first statement writes: a read first would let all 30 through.)"""
+    workers = [Database(db_url) for _ in range(30)]
+    try:
+        pair = ThrottlePolicy(max_failures=5, address_max_failures=1000)
+        # one failure first, so the burst finds the counters there (no insert takes the lock)
+        assert LoginThrottle(db, pair).claim("root", "10.1.0.1").allowed
+        allowed = _burst([LoginThrottle(w, pair) for w in workers], ["root"] * 30, "10.1.0.1")
+        assert sum(allowed) == 4
+        spray = ThrottlePolicy(max_failures=1000, address_max_failures=7)
+        names = [f"user{i}" for i in range(30)]
+        allowed = _burst([LoginThrottle(w, spray) for w in workers], names, "10.1.0.2")
+        assert sum(allowed) == 7
+    finally:
+        for w in workers:
+            w.dispose()
