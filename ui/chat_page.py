@@ -7,7 +7,9 @@ from __future__ import annotations
 import gradio as gr
 
 from appliance.core.auth.service import AuthService
+from appliance.core.config import EngineConfig
 from appliance.core.services.conversations import ConversationService
+from appliance.core.services.turn_line import TurnCapacity, TurnLine
 from ui.chat.handlers import TURN_OUTPUTS, ChatHandlers
 from ui.chat.layout import build_layout
 
@@ -96,10 +98,24 @@ def theme() -> gr.themes.Base:
     )
 
 
-def build_chat_page(conversations: ConversationService, auth: AuthService) -> gr.Blocks:
+# the four events that generate an answer share one pool of workers: Gradio runs at most
+# ``TurnCapacity.total`` of them at once (the engine's batch and its queue), their handlers take
+# turns in the page's ``TurnLine`` (as many generate as the engine runs; the others say where
+# they are), and only beyond that does Gradio's own queue hold a question (its status shows
+# the place in the queue)
+TURNS = "chat-turn"
+OTHER_EVENTS = 16  # page loads, conversation list, feedback: threads beside the turns
+
+
+def build_chat_page(
+    conversations: ConversationService, auth: AuthService, engine: EngineConfig | None = None
+) -> gr.Blocks:
+    """The chat page; ``engine`` (the config's engine section) sizes how many people are
+    answered at once (``TurnCapacity.of``)."""
+    capacity = TurnCapacity.of(engine or EngineConfig())
     with gr.Blocks(title="Company help chat", analytics_enabled=False) as page:
         c = build_layout(auth)
-        h = ChatHandlers(conversations, auth, c)
+        h = ChatHandlers(conversations, auth, c, TurnLine(capacity.running))
         labelled = [component for component, _update in c.labelled()]
         view = c.view_outputs()
         turn = [getattr(c, name) for name in TURN_OUTPUTS]
@@ -120,10 +136,13 @@ def build_chat_page(conversations: ConversationService, auth: AuthService) -> gr
         c.delete.click(h.delete, [c.conv, c.lang], [c.conv, c.conversations, c.question, *view])
 
         ask_inputs = [c.question, c.conv, c.chatbot, c.ids, c.lang]
-        sent = c.send.click(h.respond, ask_inputs, turn)
-        submitted = c.question.submit(h.respond, ask_inputs, turn)
-        again = c.regenerate.click(h.regenerate, [c.conv, c.question, c.lang], turn)
-        more = c.continue_button.click(h.continue_answer, [c.conv, c.question, c.lang], turn)
+        pool = {"concurrency_id": TURNS, "concurrency_limit": capacity.total}
+        sent = c.send.click(h.respond, ask_inputs, turn, **pool)
+        submitted = c.question.submit(h.respond, ask_inputs, turn, **pool)
+        again = c.regenerate.click(h.regenerate, [c.conv, c.question, c.lang], turn, **pool)
+        more = c.continue_button.click(
+            h.continue_answer, [c.conv, c.question, c.lang], turn, **pool
+        )
         # cancel first, then say so: a note written while the answer still streams could be
         # overwritten by the answer's next update
         c.stop.click(None, cancels=[sent, submitted, again, more]).then(
@@ -135,4 +154,13 @@ def build_chat_page(conversations: ConversationService, auth: AuthService) -> gr
         c.send_feedback.click(
             h.send_feedback, [c.rated, c.comment, c.lang], [c.comment, c.feedback_status]
         )
+    _size_workers(page, capacity.total + OTHER_EVENTS)
     return page
+
+
+def _size_workers(page: gr.Blocks, workers: int) -> None:
+    """Gradio runs at most ``max_threads`` events at once (40 unless told), all events
+    together: a bigger engine needs more, on a thread pool of the page's own."""
+    if workers > page.max_threads:
+        page.max_threads = workers
+        page.queue()  # the queue takes its worker count when made

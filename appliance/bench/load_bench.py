@@ -16,6 +16,14 @@ requests in flight got, and how long the app took to be healthy again.
 A session sends a question again (at most 3 times) after "busy" or "unavailable", as a person
 would; every attempt is counted. Staff accounts: ``--username/--password`` for all sessions,
 else the bench creates (or resets) ``loadbench-NN`` staff users in the configured database.
+
+With ``--browsers N`` (at most 32), N real Chromium pages (``--chromium``, the system's) sign in
+through ``/login`` and ask the same questions through the chat page, alongside the API sessions
+(``--sessions 0``: browsers only); each signs in first, then all ask at once
+(``appliance.bench.load_browser``). A browser turn is not sent again: its outcome is what the
+person saw (answered, told the engine is busy or down, an unclear error, or nothing: hung). The
+table gives every browser session's outcome and times, and whether the answers overlapped in
+time (the most that were streaming at once).
 """
 
 from __future__ import annotations
@@ -32,11 +40,13 @@ import time
 
 import httpx
 
+from appliance.bench import load_browser
 from appliance.bench.load_session import CLEAR, SessionPlan, Turn, lost_messages, run_session
 from appliance.bench.table import render
 from appliance.core.config import SAMPLE_CORPUS, AppConfig
 
 MAX_SESSIONS = 64
+MAX_BROWSERS = 32
 MAX_TURNS = 8
 MAX_DURATION_S = 900
 QA_FILE = SAMPLE_CORPUS / "qa.json"
@@ -206,17 +216,24 @@ def _parser(config: AppConfig) -> argparse.ArgumentParser:
     p.add_argument("--kill-engine-after", type=float, help="SIGKILL the engine after S seconds")
     p.add_argument("--engine-pid", type=int)
     p.add_argument("--restart-cmd", help="shell command that restarts the engine")
+    p.add_argument("--browsers", type=int, default=0, help="Chromium chat pages alongside")
+    p.add_argument("--chromium", default=load_browser.CHROMIUM, help="the Chromium to drive")
     return p
 
 
 def _check_bounds(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """``p.error`` (exit 2) for an unbounded run, or one that targets another machine."""
-    if not 1 <= args.sessions <= MAX_SESSIONS or not 1 <= args.turns <= MAX_TURNS:
-        p.error(f"--sessions 1..{MAX_SESSIONS} and --turns 1..{MAX_TURNS}")
+    least = 0 if args.browsers else 1  # browsers only: no API session
+    if not least <= args.sessions <= MAX_SESSIONS or not 1 <= args.turns <= MAX_TURNS:
+        p.error(f"--sessions {least}..{MAX_SESSIONS} and --turns 1..{MAX_TURNS}")
+    if not 0 <= args.browsers <= MAX_BROWSERS:
+        p.error(f"--browsers 0..{MAX_BROWSERS}")
     if not 0 < args.duration <= MAX_DURATION_S:
         p.error(f"--duration must be in (0, {MAX_DURATION_S}]")
     if args.kill_engine_after is not None and args.engine_pid is None:
         p.error("--kill-engine-after needs --engine-pid")
+    if args.kill_engine_after is not None and not args.sessions:
+        p.error("--kill-engine-after needs API sessions (--sessions 1 or more)")
     host = args.url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]
     if host not in ("127.0.0.1", "localhost", "[::1]") and not host.startswith("127."):
         p.error("the load bench only targets the app on this machine (loopback)")
@@ -234,28 +251,63 @@ def main(argv: list[str], config: AppConfig) -> int:
         return 2
 
     questions = _questions()
-    accounts = _accounts(config, args.sessions, args)
+    accounts = _accounts(config, args.sessions + args.browsers, args)
+    api_accounts, browser_accounts = accounts[: args.sessions], accounts[args.sessions :]
     base: list[SessionPlan] = []
-    if not args.no_baseline:
+    if api_accounts and not args.no_baseline:
         base, _ = run_sessions(
-            args.url, accounts[:1], questions, args.turns, args.duration, args.timeout
+            args.url, api_accounts[:1], questions, args.turns, args.duration, args.timeout
         )
+    browsers = _start_browsers(args, browser_accounts, questions) if browser_accounts else None
+    if browsers is not None and browsers.failure:
+        print(f"the browsers did not start: {browsers.failure}")
+        return 2
     killer = None
     if args.kill_engine_after is not None:
         killer = EngineKiller(args.url, args.engine_pid, args.kill_engine_after, args.restart_cmd)
-    plans, wall = run_sessions(
-        args.url,
-        accounts,
-        questions,
-        args.turns,
-        args.duration,
-        args.timeout,
-        on_start=killer.start if killer else None,
-    )
+    started = time.monotonic()
+    if browsers is not None:
+        browsers.go.set()  # the pages ask as the API sessions start
+    plans: list[SessionPlan] = []
+    if api_accounts:
+        plans, _ = run_sessions(
+            args.url,
+            api_accounts,
+            questions,
+            args.turns,
+            args.duration,
+            args.timeout,
+            on_start=killer.start if killer else None,
+        )
+    if browsers is not None:
+        browsers.join(timeout=args.timeout * args.turns + 60)
+    wall = time.monotonic() - started
     if killer is not None:
         killer.thread.join(timeout=330)
     lost = lost_messages(args.url, base + plans)
-    return _report(args, base, plans, wall, lost, killer)
+    rc = _report(args, base, plans, wall, lost, killer) if api_accounts else 0
+    if browsers is not None:
+        print(_browser_tables(browsers))
+        rc = max(rc, _browsers_rc(browsers))
+    return rc
+
+
+def _start_browsers(
+    args: argparse.Namespace, accounts: list[tuple[str, str]], questions: list[str]
+) -> load_browser.BrowserRun:
+    """Chromium with every browser session signed in on the chat page, waiting for ``go``.
+    Browser sessions ask the questions after the API sessions' (another part of the set)."""
+    offset = args.sessions * args.turns
+    plans = []
+    for i, (user, password) in enumerate(accounts):
+        qs = tuple(
+            questions[(offset + i * args.turns + t) % len(questions)] for t in range(args.turns)
+        )
+        plans.append(load_browser.BrowserPlan(i, user, password, qs))
+    run = load_browser.BrowserRun(args.url, plans, args.timeout, args.chromium)
+    run.start()
+    run.ready.wait(timeout=120 + 20 * len(plans))
+    return run
 
 
 def _report(
@@ -315,3 +367,45 @@ def _kill_table(killer: EngineKiller, turns: list[Turn]) -> str:
         ["app healthy again after", _fmt(killer.recovery_s)],
     ]
     return render(["engine kill", "value"], rows)
+
+
+def _after(moment: float | None, sent: float) -> str:
+    return "-" if moment is None or not sent else f"{moment - sent:.1f} s"
+
+
+def _browser_tables(run: load_browser.BrowserRun) -> str:
+    """Every browser session's turns (outcome, when the answer began and ended after the
+    question was sent, the first waiting note), the outcome counts and the overlap."""
+    rows: list[list[object]] = []
+    for plan in run.plans:
+        if plan.error:
+            rows.append([plan.index, plan.username, "-", "error", "-", "-", plan.error[:60]])
+        for n, t in enumerate(plan.turns, 1):
+            note = (t.waiting or t.detail)[:60]  # where it was when it joined the line
+            began, ended = _after(t.first, t.sent), _after(t.ended, t.sent)
+            rows.append([plan.index, plan.username, n, t.outcome, began, ended, note])
+    turns = [t for plan in run.plans for t in plan.turns]
+    counts = {k: sum(t.outcome == k for t in turns) for k in load_browser.OUTCOMES}
+    counts["error"] += sum(1 for plan in run.plans if plan.error)  # could not sign in
+    peak = load_browser.at_once(turns)
+    summary: list[list[object]] = [[f"browser turns {k}", v] for k, v in counts.items()]
+    summary += [
+        ["browser turns that waited (told their place)", sum(bool(t.waiting) for t in turns)],
+        ["answers streaming at once (most)", peak],
+        ["answers overlapped in time", "yes" if peak >= 2 else "no"],
+    ]
+    head = ["session", "user", "turn", "outcome", "answer began", "ended", "first wait / detail"]
+    return "\n".join(
+        [
+            f"browser sessions: {len(run.plans)} Chromium pages through the chat page",
+            render(head, rows),
+            render(["browsers", "value"], summary),
+        ]
+    )
+
+
+def _browsers_rc(run: load_browser.BrowserRun) -> int:
+    """0 when every browser turn ended in a way its user understood, else 1."""
+    turns = [t for plan in run.plans for t in plan.turns]
+    clear = all(t.outcome in load_browser.CLEAR_OUTCOMES for t in turns)
+    return 0 if clear and not any(plan.error for plan in run.plans) else 1

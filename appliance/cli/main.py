@@ -166,6 +166,10 @@ BENCH_SUITES: dict[str, tuple[str, str]] = {
         "context ordering: prefill, hit ratio, TTFT and quality vs ContextPilot",
     ),
     "load": ("appliance.bench.load_bench", "simulated staff sessions against a running app"),
+    "probes": (
+        "appliance.bench.probes.bench",
+        "hostile and malformed requests against a running app, with what each must get",
+    ),
     "quality": (
         "appliance.bench.quality_bench",
         "grounded answers: facts shown first, loops, unflagged inventions, per mode",

@@ -14,8 +14,10 @@ from __future__ import annotations
 import gradio as gr
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
+from starlette.routing import Mount
 
 from appliance.api.chat import build_api
+from appliance.api.validation_errors import install_validation_errors
 from appliance.core.services.conversations import ConversationService
 from appliance.wiring.admin import mount_admin
 from appliance.wiring.appliance import Appliance
@@ -50,8 +52,8 @@ def build_web_app(appliance: Appliance) -> FastAPI:
 
     console = mount_admin(app, appliance)
     mount_metrics(app, appliance, console.sampler)
-    page = build_chat_page(conversations, appliance.auth)
-    return gr.mount_gradio_app(
+    page = build_chat_page(conversations, appliance.auth, appliance.config.engine)
+    gr.mount_gradio_app(
         app,
         page,
         path="/",
@@ -62,6 +64,11 @@ def build_web_app(appliance: Appliance) -> FastAPI:
         ssr_mode=False,
         footer_links=[],
     )
+    # Gradio's apps answer a malformed call with FastAPI's own 422, which repeats the input
+    for route in app.routes:
+        if isinstance(route, Mount) and isinstance(route.app, FastAPI):
+            install_validation_errors(route.app)
+    return app
 
 
 def _guard(app: FastAPI, appliance: Appliance) -> None:

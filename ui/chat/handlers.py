@@ -3,7 +3,7 @@ what the components show. No business logic here; per-user state lives in ``gr.S
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
 
@@ -14,8 +14,9 @@ from appliance.core.auth.service import AuthService
 from appliance.core.errors import ChatError
 from appliance.core.services.chat import DeltaEvent, DoneEvent, ErrorEvent, RetrievalEvent
 from appliance.core.services.conversations import ConversationService
+from appliance.core.services.turn_line import TurnLine
 from ui.chat.layout import ChatComponents
-from ui.chat.view import conversation_choices, conversation_view, error_note
+from ui.chat.view import conversation_choices, conversation_view, error_note, waiting_note
 from ui.format import citations_html
 from ui.grounded import answer_bubble
 from ui.i18n import pick, t
@@ -27,15 +28,23 @@ TURN_OUTPUTS = (
     *("chatbot", "ids", "sources", "panel", "chart", "cut_box"),  # ``view_outputs()``
     *("question", "conv", "conversations"),
 )
+# a waiting turn looks at its place this often; it also yields then, so that Stop (which can
+# only close the handler between two yields) never waits longer for it
+WAIT_STEP_S = 1.0
 
 
 class ChatHandlers:
     def __init__(
-        self, conversations: ConversationService, auth: AuthService, c: ChatComponents
+        self,
+        conversations: ConversationService,
+        auth: AuthService,
+        c: ChatComponents,
+        line: TurnLine,
     ) -> None:
         self.convs = conversations
         self.auth = auth
         self.c = c
+        self.line = line  # the page's turns, first come first served, as many as the engine runs
 
     def who(self, request: gr.Request) -> Principal:
         return require_principal(request, self.auth)
@@ -137,7 +146,10 @@ class ChatHandlers:
         """Stream one turn into the chat, after ``answer`` (the answer so far, when continuing
         one). The question stays in its box until the answer is stored (a continuation leaves
         the box as it is); a failure shows a clear note in the chat and loses nothing. The
-        note and Continue for a cut answer hide while an answer streams."""
+        note and Continue for a cut answer hide while an answer streams.
+
+        The turn first waits for a slot in the page's line, saying where it is; it holds the
+        slot until it ends, however it ends (Stop and a closed page close this generator)."""
         skip, hidden = gr.skip(), gr.update(visible=False)
         keep = question if answer else ""  # the box once the answer is stored
 
@@ -146,6 +158,30 @@ class ChatHandlers:
             chat = [*shown, {"role": "assistant", "content": bubble}]
             return [chat, shown_ids, sources, skip, skip, hidden, question, conv_id, skip]
 
+        ticket = self.line.join()
+        try:
+            place: int | None = None  # the place the chat shows
+            while not ticket.wait(0 if place is None else WAIT_STEP_S):
+                ahead = ticket.ahead()
+                unchanged = [skip] * len(TURN_OUTPUTS)
+                yield row(waiting_note(ahead, lang)) if ahead != place else unchanged
+                place = ahead
+            yield from self._turn(start, row, principal, answer, keep, lang)
+        finally:
+            ticket.leave()
+
+    def _turn(
+        self,
+        start: Callable[[], Iterator[Any]],
+        row: Callable[..., list[Any]],
+        principal: Principal,
+        answer: str,
+        keep: str,
+        lang: str,
+    ) -> Iterator[list[Any]]:
+        """The admitted turn: start it, stream its events into ``row``s, end on the stored
+        conversation's view."""
+        skip = gr.skip()
         try:
             events = start()
         except ChatError as exc:

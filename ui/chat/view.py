@@ -70,12 +70,24 @@ def cited_numbers(turn: Turn | None) -> list[int]:
 
 
 def error_note(kind: ErrorKind, message: str, lang: str) -> str:
-    """The chat bubble for a turn that failed: what happened, and that nothing was lost."""
+    """The chat bubble for a turn that failed: what happened, and that nothing was lost. Its
+    class names the kind (``turn-note busy``, ``unavailable`` or ``other``), for tests and the
+    load bench's browsers."""
     if kind in ("busy", "unavailable"):
-        head = t(lang, f"error.{kind}")
+        head, name = t(lang, f"error.{kind}"), kind
     else:
-        head = t(lang, "error.other", message=message)
-    return f"⚠️ **{html.escape(head)}** {html.escape(t(lang, 'error.keep'))}"
+        head, name = t(lang, "error.other", message=message), "other"
+    note = f"⚠️ **{html.escape(head)}** {html.escape(t(lang, 'error.keep'))}"
+    return f"<span class='turn-note {name}'>{note}</span>"
+
+
+def waiting_note(ahead: int, lang: str) -> str:
+    """The chat bubble for a question that waits for the engine: where it is in the line."""
+    if ahead == 0:
+        text = t(lang, "chat.next")
+    else:
+        text = t(lang, "chat.ahead_one" if ahead == 1 else "chat.ahead", n=ahead)
+    return f"<span class='turn-note waiting'>⏳ {html.escape(text)}</span>"
 
 
 def conversation_choices(

@@ -17,7 +17,9 @@ from support.servers import free_port, serving
 
 from appliance.api.chat import build_api
 from appliance.bench import load_bench
+from appliance.bench.load_browser import CHROMIUM, BrowserTurn, at_once
 from appliance.wiring.appliance import SAMPLE_CORPUS, build_appliance, build_engine
+from appliance.wiring.web import build_web_app
 
 
 def _engine_cmd(port: int, model_dir: Path, pidfile: Path) -> str:
@@ -108,7 +110,69 @@ def test_load_bench_refuses_unbounded_or_remote_runs(config_for, model_dir, tmp_
         ["--duration", "5000"],
         ["--url", "http://10.1.2.3:7860"],
         ["--kill-engine-after", "3"],
+        ["--browsers", "33"],
+        ["--sessions", "0"],  # nothing to run
+        ["--sessions", "0", "--browsers", "2", "--kill-engine-after", "3", "--engine-pid", "1"],
     ):
         with pytest.raises(SystemExit) as exc:
             load_bench.main(argv, config)
         assert exc.value.code == 2, argv
+
+
+def _row(out: str, label: str) -> str:
+    """The value cell of the table row that starts with ``label``."""
+    line = next(x for x in out.splitlines() if x.startswith(f"| {label} "))
+    return line.split("|")[2].strip()
+
+
+@pytest.mark.browser
+def test_browser_sessions_ask_through_the_chat_page_at_once(
+    tmp_path: Path,
+    model_dir: Path,
+    engine,
+    embedder,
+    config_for,
+    capsys,  # noqa: ANN001
+) -> None:
+    """``--browsers 3`` alongside one API session, against the whole web app: three Chromium
+    pages sign in and ask at once; the table gives each one's outcome and the overlap."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    config = config_for(
+        tmp_path / "data",
+        model_dir,
+        engine={"max_new_tokens": 32},
+        bootstrap={"ingest_sample_corpus": False},
+    )
+    app = build_appliance(config, engine=engine, embedder=embedder)
+    app.ingest.ingest_folder(SAMPLE_CORPUS)
+    web = build_web_app(app)
+    try:
+        with serving(web) as url:
+            argv = ["--url", url, "--sessions", "1", "--browsers", "3", "--turns", "1"]
+            rc = load_bench.main([*argv, "--no-baseline", "--duration", "120"], config)
+    finally:
+        web.state.admin_console.sampler.stop()
+        app.db.dispose()
+    out = capsys.readouterr().out
+    print(out)
+    assert "browser sessions: 3 Chromium pages" in out
+    assert "1 sessions x 1 turns" in out  # the API session ran alongside
+    for n in range(3):
+        assert f"| {n:<7} | loadbench-{n + 1:02d} | 1    | answered " in out, out
+    assert _row(out, "browser turns answered") == "3", out
+    for kind in ("busy", "unavailable", "error", "hung"):
+        assert _row(out, f"browser turns {kind}") == "0", out
+    assert _row(out, "answers overlapped in time") == "yes", out
+    assert rc == 0, out
+
+
+def test_overlap_counts_answers_streaming_together() -> None:
+    def turn(first: float, ended: float, outcome: str = "answered") -> BrowserTurn:
+        return BrowserTurn(0, "q", sent=0.0, first=first, ended=ended, outcome=outcome)
+
+    assert at_once([turn(1, 10), turn(2, 11), turn(3, 12)]) == 3
+    # one after another: the next one's first text may show as the last one's end renders
+    assert at_once([turn(1.2, 7.8), turn(7.6, 10.3), turn(9.6, 14.6)]) == 1
+    assert at_once([turn(1, 10), turn(2, 11, "busy")]) == 1  # only answers count
+    assert at_once([]) == 0

@@ -1,0 +1,1 @@
+"""``appliance bench probes``: hostile and malformed requests against a running appliance."""
