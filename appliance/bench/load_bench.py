@@ -41,6 +41,7 @@ import time
 import httpx
 
 from appliance.bench import load_browser
+from appliance.bench.load_browser_report import browser_tables, browsers_rc
 from appliance.bench.load_session import CLEAR, SessionPlan, Turn, lost_messages, run_session
 from appliance.bench.table import render
 from appliance.core.config import SAMPLE_CORPUS, AppConfig
@@ -287,8 +288,8 @@ def main(argv: list[str], config: AppConfig) -> int:
     lost = lost_messages(args.url, base + plans)
     rc = _report(args, base, plans, wall, lost, killer) if api_accounts else 0
     if browsers is not None:
-        print(_browser_tables(browsers))
-        rc = max(rc, _browsers_rc(browsers))
+        print(browser_tables(browsers))
+        rc = max(rc, browsers_rc(browsers))
     return rc
 
 
@@ -367,45 +368,3 @@ def _kill_table(killer: EngineKiller, turns: list[Turn]) -> str:
         ["app healthy again after", _fmt(killer.recovery_s)],
     ]
     return render(["engine kill", "value"], rows)
-
-
-def _after(moment: float | None, sent: float) -> str:
-    return "-" if moment is None or not sent else f"{moment - sent:.1f} s"
-
-
-def _browser_tables(run: load_browser.BrowserRun) -> str:
-    """Every browser session's turns (outcome, when the answer began and ended after the
-    question was sent, the first waiting note), the outcome counts and the overlap."""
-    rows: list[list[object]] = []
-    for plan in run.plans:
-        if plan.error:
-            rows.append([plan.index, plan.username, "-", "error", "-", "-", plan.error[:60]])
-        for n, t in enumerate(plan.turns, 1):
-            note = (t.waiting or t.detail)[:60]  # where it was when it joined the line
-            began, ended = _after(t.first, t.sent), _after(t.ended, t.sent)
-            rows.append([plan.index, plan.username, n, t.outcome, began, ended, note])
-    turns = [t for plan in run.plans for t in plan.turns]
-    counts = {k: sum(t.outcome == k for t in turns) for k in load_browser.OUTCOMES}
-    counts["error"] += sum(1 for plan in run.plans if plan.error)  # could not sign in
-    peak = load_browser.at_once(turns)
-    summary: list[list[object]] = [[f"browser turns {k}", v] for k, v in counts.items()]
-    summary += [
-        ["browser turns that waited (told their place)", sum(bool(t.waiting) for t in turns)],
-        ["answers streaming at once (most)", peak],
-        ["answers overlapped in time", "yes" if peak >= 2 else "no"],
-    ]
-    head = ["session", "user", "turn", "outcome", "answer began", "ended", "first wait / detail"]
-    return "\n".join(
-        [
-            f"browser sessions: {len(run.plans)} Chromium pages through the chat page",
-            render(head, rows),
-            render(["browsers", "value"], summary),
-        ]
-    )
-
-
-def _browsers_rc(run: load_browser.BrowserRun) -> int:
-    """0 when every browser turn ended in a way its user understood, else 1."""
-    turns = [t for plan in run.plans for t in plan.turns]
-    clear = all(t.outcome in load_browser.CLEAR_OUTCOMES for t in turns)
-    return 0 if clear and not any(plan.error for plan in run.plans) else 1
