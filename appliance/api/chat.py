@@ -9,7 +9,6 @@ A chat turn streams Server-Sent Events: one ``data: {json}`` line per event, eac
 """
 
 import json
-import math
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
@@ -27,6 +26,7 @@ from appliance.api.unstreamed import TurnJSONResponse
 from appliance.api.validation_errors import install_validation_errors
 from appliance.core.auth.api_keys import ApiKeyError
 from appliance.core.auth.service import AuthError, AuthService, PasswordThrottled
+from appliance.core.auth.throttle import whole_seconds
 from appliance.core.errors import ChatError
 from appliance.core.services.chat import (
     ChatEvent,
@@ -156,7 +156,7 @@ def _session_routes(
         client = request.client.host if request.client else ""
         result = auth.login(body.username, body.password, client)
         if result.retry_after > 0:
-            wait = max(1, math.ceil(result.retry_after))
+            wait = whole_seconds(result.retry_after)
             raise HTTPException(
                 429, f"too many failed logins; try again in {wait} s", {"Retry-After": str(wait)}
             )
@@ -180,7 +180,7 @@ def _session_routes(
         try:
             change = auth.change_password(token, current_password, new_password, client)
         except PasswordThrottled as exc:
-            wait = max(1, math.ceil(exc.retry_after))
+            wait = whole_seconds(exc.retry_after)
             raise HTTPException(429, str(exc), {"Retry-After": str(wait)}) from exc
         except AuthError as exc:
             raise HTTPException(400, str(exc)) from exc

@@ -4,7 +4,6 @@ change their own password there (the keys keep working; their other sessions end
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +11,7 @@ import gradio as gr
 
 from appliance.core.auth.api_keys import ApiKeyError, ApiKeyInfo
 from appliance.core.auth.service import AuthError, AuthService, PasswordThrottled, WrongPassword
+from appliance.core.auth.throttle import whole_seconds
 from ui.i18n import t
 from ui.login.routes import SESSION_COOKIE
 from ui.session import require_principal
@@ -130,7 +130,7 @@ class PasswordForm:
         try:
             change = self.auth.change_password(token, current, new, client)
         except PasswordThrottled as exc:
-            return t(lang, "login.locked", seconds=max(1, math.ceil(exc.retry_after)))
+            return t(lang, "login.locked", seconds=whole_seconds(exc.retry_after))
         except WrongPassword:
             return t(lang, "password.wrong")
         except AuthError as exc:

@@ -11,7 +11,6 @@ Gradio asks ``gradio_user`` who is behind each request (its ``auth_dependency``)
 request without a live session is sent to ``/login``.
 """
 
-import math
 from collections.abc import Callable
 from typing import Annotated
 from urllib.parse import quote
@@ -22,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from appliance.core.auth.principal import Principal
 from appliance.core.auth.service import AuthService
+from appliance.core.auth.throttle import whole_seconds
 from ui.i18n import pick, t
 from ui.login.page import render_login, render_logout
 
@@ -89,7 +89,7 @@ def build_login_router(auth: AuthService) -> APIRouter:
         nxt = _safe_next(next)
         result = auth.login(username.strip(), password, client_address(request))
         if result.retry_after > 0:
-            seconds = max(1, math.ceil(result.retry_after))
+            seconds = whole_seconds(result.retry_after)
             response = page(lang, t(lang, "login.locked", seconds=seconds), 429, username, nxt)
             response.headers["Retry-After"] = str(seconds)
             return response

@@ -21,6 +21,7 @@ row. Rows are always locked address first, then pair, so two claims cannot deadl
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -65,6 +66,11 @@ class ThrottlePolicy:
             return 0.0
         doublings = min(failures - limit, _MAX_DOUBLINGS)
         return min(self.backoff_s * 2**doublings, self.lockout_s)
+
+
+def whole_seconds(retry_after: float) -> int:
+    """A back-off as people and ``Retry-After`` say it: whole seconds, rounded up, at least 1."""
+    return max(1, math.ceil(retry_after))
 
 
 @dataclass(frozen=True)
