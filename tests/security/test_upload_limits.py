@@ -7,6 +7,7 @@ its 401, and a 200 MB file was refused only after it had been read."""
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from urllib.parse import urlparse
@@ -42,6 +43,17 @@ def _status(sock: socket.socket, timeout: float = 5.0) -> tuple[int, bytes]:
             if not chunk:
                 break
             data += chunk
+        # the body may come in a later packet than the head: read as much as it says
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+        while length and len(body) < int(length.group(1)):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+            data += chunk
+    except OSError:
+        pass  # the server closed early; what came is what we judge
     finally:
         sock.close()
     return int(data.split(b" ", 2)[1]), data
