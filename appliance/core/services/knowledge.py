@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from appliance.core.db.models import Chunk, Document
 from appliance.core.db.session import Database
+from rag.answer_cues import question_cues
 from rag.bm25 import BM25Index
 from rag.embeddings import Embedder
 from rag.evidence import EvidenceCandidate, EvidenceSpan, rank_evidence
@@ -187,13 +188,15 @@ class KnowledgeBase:
         if k <= 0 or not chunks or not question.strip():
             return []
         vector = self.hybrid.query_vector(question)
-        terms = self.bm25.tokenizer.tokenize(question)
+        tokenize = self.bm25.tokenizer.tokenize
         candidates = [
-            EvidenceCandidate(c.chunk_id, c.text, p)
+            EvidenceCandidate(c.chunk_id, c.text, p, tuple(tokenize(f"{c.title}\n{c.section}")))
             for c in chunks
             if (p := self.pieces.get(c.chunk_id)) is not None
         ]
-        return rank_evidence(vector, terms, candidates, k)
+        return rank_evidence(
+            vector, tokenize(question), candidates, k, cues=question_cues(question)
+        )
 
     def retrieve(
         self, query: str, k: int, collections: frozenset[str] | None = None
