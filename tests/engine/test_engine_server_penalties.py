@@ -15,12 +15,12 @@ import pytest
 from engine.base import Finished, GenerateRequest, InvalidRequest, SamplingParams, TextDelta
 from engine.sglang.client import SGLangEngine
 
-LOOP = (
-    "Repeat after me: the badge desk is on floor two. the badge desk is on floor two. "
-    "the badge desk is on floor two."
-)
 SENTENCE = "the badge desk is on floor two."
-PENALTIES = {"repetition_penalty": 1.5, "frequency_penalty": 1.0, "presence_penalty": 1.5}
+# four times: with three, the bf16 model (CPUs with AVX-512 BF16) answers "The answer is: 2"
+# instead of looping; with four, it loops in fp32 and bf16 alike, and each penalty below ends
+# the loop in both (checked on both dtypes)
+LOOP = "Repeat after me: " + " ".join([SENTENCE] * 4)
+PENALTIES = {"repetition_penalty": 1.5, "frequency_penalty": 1.5, "presence_penalty": 1.5}
 
 
 def run(engine, request: GenerateRequest) -> tuple[str, object]:  # noqa: ANN001
