@@ -41,6 +41,7 @@ from appliance.core.services.conversations import (
     ConversationService,
     ConversationSummary,
 )
+from appliance.core.services.relay import REPETITION
 from engine.base import Engine
 from engine.server.sse import ClosingStreamingResponse
 
@@ -90,7 +91,12 @@ def event_payload(event: ChatEvent) -> dict:
             "type": "done",
             "conversation_id": event.conversation_id,
             "message_id": event.message_id,
-            "stats": {**asdict(event.stats), "retrieval_ms": round(event.retrieval_ms, 2)},
+            "stats": {
+                **asdict(event.stats),
+                "retrieval_ms": round(event.retrieval_ms, 2),
+                # "repetition": the appliance stopped an answer that began to repeat itself
+                "finish_reason": REPETITION if event.repeated else event.stats.finish_reason,
+            },
             "verification": verification_json(event.check),
         }
     assert isinstance(event, ErrorEvent)

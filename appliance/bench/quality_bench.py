@@ -4,8 +4,9 @@ side by side in one run.
 One appliance on a temporary data dir holds the sample corpus; every question of ``qa.json``
 is asked, each in a fresh conversation, through the real ``ChatService.ask`` once per row:
 
-1. ``generative, no penalties``: the model's text with repetition_penalty 1.0 and no
-   frequency or presence penalty (the behaviour before answer modes and penalties);
+1. ``generative, no penalties``: the model's text with repetition_penalty 1.0, no
+   frequency or presence penalty and no repeat stop (the behaviour before answer modes,
+   penalties and ``rag.repeats``);
 2. ``generative``: the model's text with the configured penalties;
 3. ``grounded``: the evidence card, then the model's text (the default);
 4. ``extractive``: the card only, no generation.
@@ -104,6 +105,7 @@ def ask_once(app: Any, principal: Any, item: dict) -> Outcome:
         sources,
         (latency, first_delta or latency),
         korean(item),
+        done.repeated,
     )
 
 

@@ -18,6 +18,8 @@ from appliance.bench.table import render, yes
 from appliance.core.config import AppConfig
 
 NO_PENALTIES = {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
+# the repetition controls a row sets: the penalties, and the repeat stop (``rag.repeats``)
+CONTROLS = (*NO_PENALTIES, "stop_repeats")
 SHOWN_FIRST_TARGET, EVIDENCE_P95_MS, TTFT_RATIO = 0.85, 30.0, 1.05
 
 
@@ -31,13 +33,18 @@ class Row:
 
 def rows(defaults: Any) -> list[Row]:
     """The four rows; ``defaults`` are the appliance's ChatSettings (their penalties)."""
-    penalties = {k: getattr(defaults, k) for k in NO_PENALTIES}
+    penalties = {k: getattr(defaults, k) for k in CONTROLS}
+    today = {**NO_PENALTIES, "stop_repeats": False}
     return [
-        Row("generative, no penalties", {"answer_mode": "generative", **NO_PENALTIES}),
+        Row("generative, no penalties", {"answer_mode": "generative", **today}),
         Row("generative", {"answer_mode": "generative", **penalties}),
         Row("grounded", {"answer_mode": "grounded", **penalties}),
         Row("extractive", {"answer_mode": "extractive", **penalties}),
     ]
+
+
+def _shown(value: Any) -> str:
+    return ("on" if value else "off") if isinstance(value, bool) else f"{value:g}"
 
 
 def describe(
@@ -54,7 +61,7 @@ def describe(
         "(latencies leave the query embedding out)",
     ]
     for r in the_rows:
-        pens = ", ".join(f"{k} {r.changes[k]:g}" for k in NO_PENALTIES)
+        pens = ", ".join(f"{k} {_shown(r.changes[k])}" for k in CONTROLS)
         gen = "" if r.changes["answer_mode"] == "extractive" else f": {pens}"
         lines.append(f"  {r.label}: answer_mode {r.changes['answer_mode']}{gen}")
     return "\n".join(lines)

@@ -126,6 +126,7 @@ class Outcome:
     ttft_s: float  # ask -> first DeltaEvent
     error: str = ""
     question: str = ""
+    stopped: bool = False  # the repeat guard stopped the answer (``rag.repeats``)
 
 
 def score(
@@ -137,8 +138,10 @@ def score(
     sources: Sequence[str],
     timings: tuple[float, float],
     korean: bool,
+    stopped: bool = False,
 ) -> Outcome:
-    """The outcome of one asked question (``timings``: latency and TTFT in seconds)."""
+    """The outcome of one asked question (``timings``: latency and TTFT in seconds;
+    ``stopped``: the repeat guard ended the answer)."""
     answers = item["answers"]
     shown = card_text if card_text.strip() else answer
     return Outcome(
@@ -151,6 +154,7 @@ def score(
         timings[0],
         timings[1],
         question=item["question"],
+        stopped=stopped,
     )
 
 
@@ -182,6 +186,7 @@ def summary_row(label: str, outcomes: Sequence[Outcome]) -> tuple[str, ...]:
         share(sum(o.anywhere for o in ok), n),
         share(sum(o.gold_cited_first for o in ok), n),
         str(sum(o.looped for o in ok)),
+        str(sum(o.stopped for o in ok)),
         str(sum(len(o.inventions) for o in ok)),
         f"{percentile(lat, 50):.2f} s",
         f"{percentile(lat, 95):.2f} s",
@@ -196,6 +201,7 @@ SUMMARY_HEADERS = (
     "fact anywhere",
     "1st citation gold",
     "loops",
+    "repeats stopped",
     "unflagged inventions",
     "latency p50",
     "latency p95",

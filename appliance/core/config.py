@@ -131,6 +131,9 @@ class ChatConfig(_Section):
     # text) or "extractive" (the card only, no generation). Empty: the profile's default
     answer_mode: Literal["", "generative", "grounded", "extractive"] = ""
     evidence_sentences: int = Field(2, ge=0, le=5)  # sentences on the card
+    # stop an answer once it repeats a sentence of its own, before the repeat is shown
+    # (rag.repeats); generation is aborted there and the turn stored as "repetition"
+    stop_repeats: bool = True
 
     @model_validator(mode="after")
     def _top_k_not_zero(self) -> ChatConfig:

@@ -159,6 +159,7 @@ def build_appliance(
             min_new_tokens=config.chat.min_new_tokens,
             answer_mode=config.chat.answer_mode or default_answer_mode(config.profile),
             evidence_sentences=config.chat.evidence_sentences,
+            stop_repeats=config.chat.stop_repeats,
         ),
         strategies=ordering.names(),
         max_new_tokens_cap=8192,

@@ -1,6 +1,6 @@
 """Settings tab: system prompt, top-k, ordering strategy, cache riders, temperature, max tokens,
 repetition control (SGLang's penalties, min-p, token top-k, min new tokens) and grounded
-answers (the answer mode, the evidence card's size). Saved through
+answers (the answer mode, the evidence card's size, the repeat stop). Saved through
 ``SettingsService`` (audited; the next turn uses them, no restart)."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ REPETITION = (
     "min_new_tokens",
 )
 # grounded answers, the third row
-GROUNDING = ("answer_mode", "evidence_sentences")
+GROUNDING = ("answer_mode", "evidence_sentences", "stop_repeats")
 
 
 def build_settings_tab(console: AdminConsole, auth: AuthService) -> Loader:
@@ -58,6 +58,7 @@ def build_settings_tab(console: AdminConsole, auth: AuthService) -> Loader:
         min_new_tokens: float,
         answer_mode: str,
         evidence_sentences: float,
+        stop_repeats: bool,
         request: gr.Request,
     ) -> str:
         who = require_admin(request, auth)
@@ -79,6 +80,7 @@ def build_settings_tab(console: AdminConsole, auth: AuthService) -> Loader:
             **dict(zip(REPETITION, repetition, strict=True)),
             "answer_mode": answer_mode,
             "evidence_sentences": evidence_sentences,
+            "stop_repeats": bool(stop_repeats),
         }
         try:
             service.update(who.username, changes)
@@ -137,6 +139,11 @@ def _tab(service: SettingsService) -> tuple[list[gr.components.Component], gr.Bu
                     label="Evidence sentences",
                     info="sentences quoted on the card (grounded, extractive)",
                     elem_id="setting-evidence-sentences",
+                ),
+                gr.Checkbox(
+                    label="Stop answers that repeat themselves",
+                    info="a sentence said twice ends the answer before the repeat is shown",
+                    elem_id="setting-stop-repeats",
                 ),
             ]
         save_btn = gr.Button("Save", variant="primary", elem_id="save-settings")

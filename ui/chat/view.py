@@ -44,6 +44,10 @@ def conversation_view(turns: list[Turn], lang: str) -> ConversationView:
         answer = answer_bubble(
             turn.answer, numbers, lang, turn.evidence, turn.verification, turn.answer_mode
         )
+        if turn.finish_reason == "repetition":  # stopped by the repeat guard (rag.repeats)
+            answer += (
+                f'\n\n<p class="turn-note repeated">{html.escape(t(lang, "chat.repeated"))}</p>'
+            )
         history += [
             {"role": "user", "content": turn.question},
             {"role": "assistant", "content": answer},

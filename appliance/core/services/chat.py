@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
@@ -31,21 +32,16 @@ from appliance.core.services.continuation import (
 )
 from appliance.core.services.grounding import CardSentence, TurnGrounding
 from appliance.core.services.knowledge import KnowledgeBase
+from appliance.core.services.relay import Relayed, relay
 from appliance.core.services.settings import SettingsService
 from appliance.core.services.turn_prompt import PreparedTurn, StoredMessage, TurnPrompts
 from appliance.core.services.turn_store import owned_conversation, store_check, store_turn
 from appliance.core.text import is_blank, is_valid_unicode, without_controls
-from engine.base import (
-    Engine,
-    EngineError,
-    Finished,
-    GenerateRequest,
-    GenerationStats,
-    TextDelta,
-)
+from engine.base import Engine, EngineError, GenerateRequest, GenerationStats
 from rag.ordering import ContextOrdering
 from rag.prompt import Citation
 from rag.prompt_keys import answer_key, tail_key
+from rag.repeats import RepeatGuard
 from rag.verify import AnswerCheck
 
 log = logging.getLogger(__name__)
@@ -78,6 +74,8 @@ class DoneEvent:
     retrieval_ms: float
     # every answer sentence against the sources (None only where nothing was checked)
     check: AnswerCheck | None = None
+    # the answer began to repeat itself and was stopped there (``rag.repeats``)
+    repeated: bool = False
 
 
 @dataclass(frozen=True)
@@ -164,16 +162,20 @@ class ChatService:
             grounded = self._ground(question, prepared, stored)
             if grounded.mode == "extractive":  # the card is the answer: nothing to generate
                 return self._extract(principal, question, prepared, grounded, replace_ids)
+            rid = uuid.uuid4().hex  # to abort it if the answer starts repeating itself
             stream = self.engine.generate(
                 GenerateRequest(
-                    messages=prepared.messages, sampling=prepared.settings.sampling(self.cfg.top_p)
+                    messages=prepared.messages,
+                    sampling=prepared.settings.sampling(self.cfg.top_p),
+                    request_id=rid,
                 )
             )
         except EngineError as exc:
             if self.metrics is not None:
                 self.metrics.turn_failed(engine_kind(exc))
             raise ChatError.from_engine(exc) from exc
-        return self._run(principal, question, prepared, grounded, stream, replace_ids)
+        guard = RepeatGuard() if prepared.settings.stop_repeats else None
+        return self._run(principal, question, prepared, grounded, (stream, rid, guard), replace_ids)
 
     def _ground(
         self, question: str, prepared: PreparedTurn, stored: list[StoredMessage]
@@ -205,28 +207,24 @@ class ChatService:
         ]
 
     def _relay(
-        self, stream: Iterator, parts: list[str]
-    ) -> Generator[ChatEvent, None, GenerationStats | None]:
-        """The engine's text as ``DeltaEvent``s (collected into ``parts``); returns the final
-        stats, or None after an ``ErrorEvent`` (engine failure) or when the reader left, in
-        which case generation is cancelled."""
-        stats: GenerationStats | None = None
+        self, stream: Iterator, parts: list[str], rid: str, guard: RepeatGuard | None
+    ) -> Generator[ChatEvent, None, Relayed | None]:
+        """The engine's text as ``DeltaEvent``s (collected into ``parts``), through the repeat
+        guard (``relay``); returns how it ended, or None after an ``ErrorEvent`` (engine
+        failure). When the reader leaves, generation is cancelled."""
+        inner = relay(stream, parts, guard, lambda: self.engine.abort(rid))
         try:
-            for item in stream:
-                if isinstance(item, TextDelta):
-                    parts.append(item.text)
-                    yield DeltaEvent(item.text)
-                elif isinstance(item, Finished):
-                    stats = item.stats
+            while True:
+                yield DeltaEvent(next(inner))
+        except StopIteration as end:
+            return end.value
         except EngineError as exc:
             if self.metrics is not None:
                 self.metrics.turn_failed(engine_kind(exc))
             yield ErrorEvent(engine_kind(exc), f"The engine failed to answer: {exc}")
             return None
         finally:
-            if stats is None:
-                stream.close()  # the reader left or the engine failed: cancel generation
-        return stats
+            inner.close()
 
     def _run(
         self,
@@ -234,19 +232,22 @@ class ChatService:
         question: str,
         prepared: PreparedTurn,
         grounded: TurnGrounding,
-        stream: Iterator,
+        running: tuple[Iterator, str, RepeatGuard | None],
         replace_ids: tuple[int, ...] = (),
     ) -> Iterator[ChatEvent]:
+        """Relay a started generation (``running``: its stream, request id and repeat
+        guard), then check and store the answer."""
         if self.metrics is not None:
             self.metrics.observe_retrieval(prepared.retrieval_ms)
         yield RetrievalEvent(
             prepared.citations, prepared.retrieval_ms, grounded.card, grounded.mode
         )
+        stream, rid, guard = running
         parts: list[str] = []
-        stats = yield from self._relay(stream, parts)
-        if stats is None:
+        relayed = yield from self._relay(stream, parts, rid, guard)
+        if relayed is None:
             return
-        answer = "".join(parts)
+        stats, answer = relayed.stats, "".join(parts)
         self.ordering.observe(
             prepared.prefix,
             prepared.sent_chunk_ids,
@@ -257,7 +258,7 @@ class ChatService:
             answer=answer_key(answer),
             completion_tokens=stats.completion_tokens,
         )
-        yield self._finish(principal, question, prepared, grounded, answer, stats, replace_ids)
+        yield self._finish(principal, question, prepared, grounded, answer, relayed, replace_ids)
 
     def _extract(
         self,
@@ -277,7 +278,9 @@ class ChatService:
         yield DeltaEvent(answer)
         took_s = grounded.evidence_ms / 1000
         stats = GenerationStats(0, 0, 0, took_s, took_s, "stop")
-        yield self._finish(principal, question, prepared, grounded, answer, stats, replace_ids)
+        yield self._finish(
+            principal, question, prepared, grounded, answer, Relayed(stats), replace_ids
+        )
 
     def _finish(
         self,
@@ -286,18 +289,28 @@ class ChatService:
         prepared: PreparedTurn,
         grounded: TurnGrounding,
         answer: str,
-        stats: GenerationStats,
+        relayed: Relayed,
         replace_ids: tuple[int, ...],
     ) -> DoneEvent:
         """Check the answer against the sources, store the turn, count it."""
+        stats = relayed.stats
         result = grounding.check(answer, grounded)
         conv_id, msg_id = store_turn(
-            self.db, principal, question, prepared, answer, stats, grounded, result, replace_ids
+            self.db,
+            principal,
+            question,
+            prepared,
+            (answer, stats, relayed.finish),
+            grounded,
+            result,
+            replace_ids,
         )
         if self.metrics is not None:
             self.metrics.turn_done(stats if grounded.mode != "extractive" else None)
             self._count_check(self.metrics, grounded.mode, result)
-        return DoneEvent(conv_id, msg_id, answer, stats, prepared.retrieval_ms, result)
+        return DoneEvent(
+            conv_id, msg_id, answer, stats, prepared.retrieval_ms, result, relayed.repeated
+        )
 
     def _count_check(self, metrics: AppMetrics, mode: str, result: AnswerCheck) -> None:
         facts = sum(len(v.unsupported_facts) for v in result.sentences)
@@ -341,22 +354,32 @@ class ChatService:
                 chosen.max_new_tokens,
             )
             sampling = chosen.sampling(self.cfg.top_p)  # the same sampling as a turn's
-            stream = self.engine.generate(GenerateRequest(prompt=turn.prompt, sampling=sampling))
+            rid = uuid.uuid4().hex
+            stream = self.engine.generate(
+                GenerateRequest(prompt=turn.prompt, sampling=sampling, request_id=rid)
+            )
         except EngineError as exc:
             if self.metrics is not None:
                 self.metrics.turn_failed(engine_kind(exc))
             raise ChatError.from_engine(exc) from exc
-        return self._run_continued(conversation_id, turn, stream)
+        # what the answer already says counts as said: the continuation must not repeat it
+        guard = RepeatGuard(said_before=turn.answer) if chosen.stop_repeats else None
+        return self._run_continued(conversation_id, turn, (stream, rid, guard))
 
     def _run_continued(
-        self, conversation_id: int, turn: ContinuedTurn, stream: Iterator
+        self,
+        conversation_id: int,
+        turn: ContinuedTurn,
+        running: tuple[Iterator, str, RepeatGuard | None],
     ) -> Iterator[ChatEvent]:
         yield RetrievalEvent(turn.citations, 0.0)
+        stream, rid, guard = running
         parts: list[str] = []
-        stats = yield from self._relay(stream, parts)
-        if stats is None:
+        relayed = yield from self._relay(stream, parts, rid, guard)
+        if relayed is None:
             return
-        grown = store_continued(self.db, turn, "".join(parts), stats)
+        stats = relayed.stats
+        grown = store_continued(self.db, turn, "".join(parts), stats, relayed.finish)
         if grown is None:  # regenerated, or continued by another request meanwhile
             yield ErrorEvent("invalid", "the answer changed while it was continued")
             return
@@ -370,5 +393,11 @@ class ChatService:
         if self.metrics is not None:
             self.metrics.turn_done(stats)
         yield DoneEvent(
-            conversation_id, turn.message_id, grown.content, stats, grown.retrieval_ms, result
+            conversation_id,
+            turn.message_id,
+            grown.content,
+            stats,
+            grown.retrieval_ms,
+            result,
+            relayed.repeated,
         )

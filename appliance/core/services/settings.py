@@ -44,6 +44,8 @@ class ChatSettings:
     # grounded answers: the answer mode, and how many evidence sentences the card shows
     answer_mode: AnswerMode = "grounded"
     evidence_sentences: int = 2
+    # stop an answer that repeats a sentence of its own (``rag.repeats``)
+    stop_repeats: bool = True
 
     def sampling(self, top_p: float) -> SamplingParams:
         """The engine's sampling parameters for a turn under these settings."""
@@ -130,6 +132,10 @@ def _check(key: str, value: Any, strategies: Sequence[str], cap: int) -> Any:
             return str(value)
         if key in FLOAT_RANGES:
             return _float_in_range(key, value)
+        if key == "stop_repeats":
+            if not isinstance(value, bool):
+                raise SettingsError("stop_repeats: must be true or false")
+            return value
         if key == "answer_mode":
             if value not in ANSWER_MODES:
                 raise SettingsError(f"answer_mode: choose one of {', '.join(ANSWER_MODES)}")

@@ -32,8 +32,7 @@ def store_turn(
     principal: Principal,
     question: str,
     prepared: PreparedTurn,
-    answer: str,
-    stats: GenerationStats,
+    answered: tuple[str, GenerationStats, str],
     grounding: TurnGrounding,
     result: AnswerCheck,
     replace_ids: tuple[int, ...] = (),
@@ -41,6 +40,7 @@ def store_turn(
     """Store the turn (a new conversation for the first one); for a regenerated answer,
     delete the turn it replaces in the same transaction (the conversation never holds both,
     nor neither). Returns (conversation id, answer id)."""
+    answer, stats, finish_reason = answered  # the text, the engine's stats, why it ended
     now = datetime.now(UTC)
     with db.session() as s:
         if prepared.conversation_id is None:
@@ -64,7 +64,7 @@ def store_turn(
             role="assistant",
             content=answer,
             citations=[asdict(c) for c in prepared.citations],
-            finish_reason=stats.finish_reason,
+            finish_reason=finish_reason,
             prompt_tokens=stats.prompt_tokens,
             cached_tokens=stats.cached_tokens,
             completion_tokens=stats.completion_tokens,

@@ -147,19 +147,21 @@ def test_the_card_is_what_the_user_sees_first() -> None:
     assert not answer_only.shown_first and answer_only.anywhere
 
 
-def _outcome(korean: bool, shown: bool, ttft: float, looped: bool = False) -> Outcome:
-    return Outcome(korean, shown, shown, True, looped, (), 2 * ttft, ttft)
+def _outcome(
+    korean: bool, shown: bool, ttft: float, looped: bool = False, stopped: bool = False
+) -> Outcome:
+    return Outcome(korean, shown, shown, True, looped, (), 2 * ttft, ttft, stopped=stopped)
 
 
 def test_a_summary_row_counts_and_takes_percentiles() -> None:
     outs = [
         _outcome(False, True, 0.1),
-        _outcome(False, False, 0.3, looped=True),
+        _outcome(False, False, 0.3, looped=True, stopped=True),
         Outcome(False, False, False, False, False, (), 0.0, 0.0, error="busy: full"),
     ]
     row = summary_row("grounded", outs)
-    assert row[:6] == ("grounded", "1/2 (50%)", "1/2 (50%)", "2/2 (100%)", "1", "0")
-    assert row[6:] == ("0.40 s", "0.58 s", "0.200 s", "1")
+    assert row[:7] == ("grounded", "1/2 (50%)", "1/2 (50%)", "2/2 (100%)", "1", "1", "0")
+    assert row[7:] == ("0.40 s", "0.58 s", "0.200 s", "1")
     assert summary_row("extractive", [])[1] == "-"
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5 and percentile([], 95) == 0.0
 

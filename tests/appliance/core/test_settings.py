@@ -30,6 +30,8 @@ def test_valid_changes_are_applied_and_coerced() -> None:
     out = apply_changes(DEFAULTS, {"top_k": "6", "temperature": 0.7}, STRATEGIES, 1024)
     assert out.top_k == 6 and out.temperature == 0.7
     assert out.system_prompt == DEFAULTS.system_prompt
+    assert DEFAULTS.stop_repeats
+    assert not apply_changes(DEFAULTS, {"stop_repeats": False}, STRATEGIES, 1024).stop_repeats
 
 
 def test_repetition_control_takes_sglangs_ranges() -> None:
@@ -66,6 +68,8 @@ def test_repetition_control_takes_sglangs_ranges() -> None:
         ({"min_new_tokens": -1}, "min_new_tokens"),
         ({"min_new_tokens": 300}, "min_new_tokens: must not exceed max_new_tokens"),
         ({"max_new_tokens": 4, "min_new_tokens": 8}, "min_new_tokens: must not exceed"),
+        ({"stop_repeats": "yes"}, "stop_repeats: must be true or false"),
+        ({"stop_repeats": 1}, "stop_repeats: must be true or false"),
     ],
 )
 def test_bad_values_are_refused_with_the_key_named(changes: dict, message: str) -> None:

@@ -1,0 +1,67 @@
+"""The repeat stop through the real chat service and engine: with the penalties off, the small
+model loops on a handbook question; with ``stop_repeats`` the answer ends before its first
+repeat, what was streamed is what is stored, generation is aborted at the engine (well under
+the length limit), and the stored turn says why it ended."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pytest
+
+from appliance.bench.quality_score import loops
+from appliance.core.services.chat import DeltaEvent, DoneEvent
+from appliance.core.services.conversations import ConversationService
+from ui.chat.view import conversation_view
+
+# loops greedily without penalties, in fp32 and bf16 alike (checked on both)
+QUESTION = "What hours is the IT helpdesk staffed?"
+TOKENS = 128
+NO_PENALTIES = {
+    "repetition_penalty": 1.0,
+    "frequency_penalty": 0.0,
+    "presence_penalty": 0.0,
+    "answer_mode": "generative",
+    "max_new_tokens": TOKENS,
+    "ordering": "relevance",
+    "riders": 0,
+}
+
+
+@pytest.fixture
+def unpenalised(appliance):  # noqa: ANN001, ANN201
+    """The shared appliance with the penalties off; its settings are put back afterwards."""
+    before = asdict(appliance.settings.current())
+    yield appliance
+    appliance.settings.update("test", {k: before[k] for k in (*NO_PENALTIES, "stop_repeats")})
+
+
+def _ask(app, stop: bool):  # noqa: ANN001, ANN202
+    app.settings.update("test", {**NO_PENALTIES, "stop_repeats": stop})
+    app.engine.flush_cache()
+    user = app.auth.principal_for(app.config.bootstrap.admin_username)
+    events = list(app.chat.ask(user, QUESTION))
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    shown = "".join(e.text for e in events if isinstance(e, DeltaEvent))
+    return user, done, shown
+
+
+def test_a_looping_answer_is_stopped_before_its_repeat(unpenalised) -> None:  # noqa: ANN001
+    app = unpenalised
+    _, free, _ = _ask(app, stop=False)
+    assert loops(free.answer) and not free.repeated  # the model really loops
+
+    user, done, shown = _ask(app, stop=True)
+    assert done.repeated and not loops(done.answer)
+    assert shown == done.answer  # nothing was shown that is not stored
+    assert free.answer.startswith(done.answer.rstrip())  # the same answer, up to the repeat
+    assert done.stats.finish_reason == "abort"  # the engine was told to stop
+    assert done.stats.completion_tokens < TOKENS
+
+    convs = ConversationService(app.db, app.chat)
+    turns = convs.turns(user, done.conversation_id)
+    assert turns[-1].finish_reason == "repetition" and turns[-1].answer == done.answer
+    view = conversation_view(turns, "en")
+    assert "began to repeat itself" in view.history[-1]["content"]
+    assert not view.cut  # no Continue: the answer was not cut at the length limit
