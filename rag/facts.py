@@ -5,14 +5,18 @@ time, a phone number, a number (amounts with a currency, percentages, phone exte
 with a unit such as "10 days" or "10일") or a code that mixes letters and digits ("H200").
 
 Matching normalises both sides: thousand separators and trailing zeros ("3,350" = "3350",
-"1,500.00" = "1500"), Korean multipliers ("5만" = 50000), case and scheme for URLs and e-mail
+"2.50" = "2.5"), Korean multipliers ("5만" = 50000), case and scheme for URLs and e-mail
 addresses, trailing punctuation. A number's unit and currency are not compared: the check is
 that the number itself comes from a source, not that the sentence uses it well (the lexical
 check in ``rag.verify`` looks at the words around it). Dates compare their parts: every part
 the answer states (year, month, day) must be stated by one source date.
 
 Sources are read liberally (every digit run counts, "x3350" and "ext.3350" give 3350), answers
-strictly, so a fact is flagged only when no reading of the source holds it.
+strictly, so a fact is flagged only when no reading of the source holds it. One exception
+to the trailing zeros: an answer's integer written as a decimal ("The extension is 3.0") is
+stated by a source only if the source writes it so too ("3.0", "3.00"), not by any "3" (a
+small model reformats a number it picked from an unrelated "3 working days"); the other way
+round, a source's "3.0" states an answer's "3".
 """
 
 from __future__ import annotations
@@ -139,12 +143,18 @@ def _add_numbers(text: str, add: object) -> None:
             key, end = raw, m.end("n")
         else:
             key, end = number_key(raw, m["mult"]), m.end()
+            if key and _ZERO_FRACTION.search(raw) and not m["mult"]:
+                key += "."  # "3.0": only a source that writes 3.0 (or 3.00) states it
         if re.match(r"[A-Za-z]", text[m.end("n") : m.end("n") + 1]) and not _UNIT_SUFFIX.match(
             text, m.end("n")
         ):
             continue  # digits run into letters: a code
         if key:
             add("number", m.start(), end, key)  # type: ignore[operator]
+
+
+# a fraction of zeros only ("3.0", "90.00"): the number is an integer written as a decimal
+_ZERO_FRACTION = re.compile(r"^[\d,]+\.0+$")
 
 
 def number_key(raw: str, multipliers: str | None = None) -> str:
@@ -201,6 +211,8 @@ class SourceFacts:
         numbers = {f.key for f in facts if f.kind == "number"}
         for m in re.finditer(r"\d+(?:[.,]\d+)*", text):  # every digit run, however written
             numbers.add(number_key(m.group()) or m.group())
+            if _ZERO_FRACTION.search(m.group()):
+                numbers.add(number_key(m.group()) + ".")
             numbers.update(number_key(d) for d in re.findall(r"\d+", m.group()))
         for m in _NUMBER.finditer(text):
             if m["mult"]:

@@ -47,10 +47,11 @@ QUICK_EN, QUICK_KO, QUICK_TOKENS = 8, 4, 32
 
 def pick_items(items: Sequence[dict], quick: bool, limit: int = 0) -> list[dict]:
     """The questions to ask: all (or the first ``limit``), or for ``--quick`` the first
-    8 English and 4 Korean ones."""
+    8 English and 4 Korean ones (at most ``limit`` of each language)."""
     if quick:
-        en = [i for i in items if not korean(i)][:QUICK_EN]
-        ko = [i for i in items if korean(i)][:QUICK_KO]
+        en_n, ko_n = (min(QUICK_EN, limit), min(QUICK_KO, limit)) if limit else (QUICK_EN, QUICK_KO)
+        en = [i for i in items if not korean(i)][:en_n]
+        ko = [i for i in items if korean(i)][:ko_n]
         return en + ko
     return list(items[:limit] if limit else items)
 
@@ -178,7 +179,12 @@ def main(argv: list[str], config: AppConfig) -> int:
         action="store_true",
         help=f"{QUICK_EN} EN + {QUICK_KO} KO questions, {QUICK_TOKENS}-token answers",
     )
-    parser.add_argument("--limit", type=int, default=0, help="ask only the first N questions")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=0,
+        help="ask only the first N questions (with --quick: N of each language)",
+    )
     parser.add_argument(
         "--max-new-tokens",
         type=int,

@@ -114,13 +114,22 @@ def targets(results: dict[str, list[Outcome]], evidence_ms: Sequence[float]) -> 
             yes(bool(evidence_ms) and p95 <= EVIDENCE_P95_MS),
         )
     )
+    # paired: each question's grounded TTFT over its own generative TTFT (the rows of one
+    # question see the same prompt), then the median. The pooled p50s beside it mix English
+    # (~0.6 s) and Korean (~1.0 s) prompts, so their median falls between the two clusters
+    # and moves by tens of ms from run to run
+    pairs = [
+        g.ttft_s / n.ttft_s
+        for n, g in zip(results["generative"], results["grounded"], strict=True)
+        if not (n.error or g.error) and n.ttft_s > 0
+    ]
+    ratio = percentile(pairs, 50) if pairs else float("inf")
     ttft = {r: [o.ttft_s for o in results[r] if not o.error] for r in ("generative", "grounded")}
     gen, gro = (percentile(ttft[r], 50) for r in ("generative", "grounded"))
-    ratio = gro / gen if gen else float("inf")
     out.append(
         (
-            "grounded TTFT p50 <= 1.05x generative",
-            f"{gro:.3f} s / {gen:.3f} s = {ratio:.3f}x",
+            "grounded TTFT <= 1.05x generative (median of per-question ratios)",
+            f"{ratio:.3f}x (pooled p50 {gro:.3f} s / {gen:.3f} s)",
             yes(ratio <= TTFT_RATIO),
         )
     )

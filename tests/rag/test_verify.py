@@ -61,6 +61,9 @@ def test_invented_extension_is_flagged_and_quoted_one_passes() -> None:
         ("Upload the receipt for every expense above 50,000 KRW [2].", "50,000"),
         ("Submit expense claims within 45 days of the expense [2].", "45"),
         ("Submit expense claims within 30 days of the expense, 95% of them [2].", "95"),
+        # an integer written as a decimal is not stated by any "3" of the source (the bench saw
+        # "The phone extension of the Travel Desk is 3.0" pass on an unrelated "3.")
+        ("The Travel Desk's phone extension is 3.0 [2].", "3.0"),
     ],
 )
 def test_invented_email_url_date_amount_are_flagged(answer: str, fact: str) -> None:
@@ -176,8 +179,9 @@ def test_extract_facts() -> None:
         "5만",
     ]
     assert extract_facts("Steps: 1. Open Spend. 2. Click New claim.") == []
-    keys = [f.key for f in find_facts("1,500.00 USD and 5만원 and 3,350")]
-    assert keys == ["1500", "50000", "3350"]
+    keys = [f.key for f in find_facts("1,500.00 USD and 5만원 and 3,350 and 2.50")]
+    # an integer written as a decimal keeps its point: only a source that writes it so holds it
+    assert keys == ["1500.", "50000", "3350", "2.5"]
 
 
 def test_source_facts_read_liberally() -> None:
@@ -186,6 +190,10 @@ def test_source_facts_read_liberally() -> None:
         assert source.holds(fact), fact
     for fact in find_facts("3351, March 26, 2025-03-25"):
         assert not source.holds(fact), fact
+    decimal = SourceFacts.of("The fee is 3.00 USD, or 2.5 per item.")
+    assert all(decimal.holds(f) for f in find_facts("3, 3.0, 3.00, 2.50"))
+    integer = SourceFacts.of("Laptops are ready within 3 working days.")
+    assert integer.holds(find_facts("3")[0]) and not integer.holds(find_facts("3.0")[0])
 
 
 def test_bad_input_is_refused() -> None:
