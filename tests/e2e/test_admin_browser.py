@@ -15,12 +15,12 @@ import httpx
 import pytest
 from sqlalchemy import select
 from support.appliances import AQUARIUM, build_small_appliance
+from support.browser import chromium, need_chromium
 from support.servers import serving
 
 from appliance.core.db.models import Message
 from appliance.wiring.web import build_web_app
 
-CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = os.environ.get("TEST_SCREENSHOT_DIR")  # set to refresh docs/admin.png
 DENIED = "Only administrators can do this."
 
@@ -29,8 +29,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, model_dir, engine, embedder, config_for) -> Iterator:  # noqa: ANN001
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    need_chromium()
     appliance = build_small_appliance(
         tmp_path_factory.mktemp("admin-browser"), model_dir, engine, embedder, config_for
     )
@@ -44,15 +43,8 @@ def site(tmp_path_factory, model_dir, engine, embedder, config_for) -> Iterator:
 
 @pytest.fixture(scope="module")
 def browser(site) -> Iterator:  # noqa: ANN001
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield chromium
-        chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 def sign_in(browser, base: str, username: str, password: str):  # noqa: ANN001, ANN201

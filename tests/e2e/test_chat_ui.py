@@ -20,11 +20,11 @@ from urllib.parse import urlparse
 
 import httpx
 import pytest
+from support.browser import chromium
 from support.servers import CliProcess, free_port
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = os.environ.get("TEST_SCREENSHOT_DIR")  # set to refresh docs/ pictures
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 VPN_Q = "How do I reset my VPN password?"
@@ -86,23 +86,8 @@ def site(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterator[
 
 @pytest.fixture(scope="module")
 def browser(site: Site):  # noqa: ANN201
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        yield chromium
-        chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 def open_page(browser, site: Site, locale: str):  # noqa: ANN001, ANN201

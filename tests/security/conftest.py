@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 from support.appliances import AQUARIUM, build_small_appliance
+from support.browser import chromium
 from support.servers import serving
 
-CHROMIUM = "/usr/bin/chromium"
 PASSWORD = "password-789"  # every account's password here
 
 
@@ -85,14 +85,5 @@ def own_site(
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     """Headless Chromium (Debian's), shared by the suite's browser tests."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield chromium
-        chromium.close()
+    with chromium() as launched:
+        yield launched

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.browser import need_chromium
 from support.servers import free_port, serving
 
 from appliance.api.chat import build_api
 from appliance.bench import load_bench
-from appliance.bench.load_browser import CHROMIUM, BrowserTurn, at_once
+from appliance.bench.load_browser import BrowserTurn, at_once
 from appliance.wiring.appliance import SAMPLE_CORPUS, build_appliance, build_engine
 from appliance.wiring.web import build_web_app
 
@@ -136,8 +137,7 @@ def test_browser_sessions_ask_through_the_chat_page_at_once(
 ) -> None:
     """``--browsers 3`` alongside one API session, against the whole web app: three Chromium
     pages sign in and ask at once; the table gives each one's outcome and the overlap."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    need_chromium()
     config = config_for(
         tmp_path / "data",
         model_dir,
