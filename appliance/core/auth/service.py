@@ -97,6 +97,17 @@ def _login_event(username: str, action: str, client: str) -> AuditEvent:
     return AuditEvent(actor=username[:64], action=action, detail={"client": client})
 
 
+def _collection_names(collections: list[str]) -> list[str]:
+    """The collection names, checked (``appliance.core.names``), sorted, without repeats."""
+    try:
+        names = sorted({collection_name(c) for c in collections if c.strip()})
+    except InvalidName as exc:
+        raise AuthError(str(exc)) from exc
+    if not names:
+        raise AuthError("give one or more collection names (at most 64 characters each)")
+    return names
+
+
 def _check_new_password(password: str) -> None:
     if len(password) < 8:
         raise AuthError("password must be at least 8 characters")
@@ -119,12 +130,7 @@ class AuthService:
 
     def set_collections(self, username: str, collections: list[str]) -> Principal:
         """Replace the collections a user may retrieve from."""
-        try:  # the names' rules: appliance.core.names
-            names = sorted({collection_name(c) for c in collections if c.strip()})
-        except InvalidName as exc:
-            raise AuthError(str(exc)) from exc
-        if not names:
-            raise AuthError("give one or more collection names (at most 64 characters each)")
+        names = _collection_names(collections)
         with self.db.session() as s:
             user = s.scalar(select(User).where(User.username == username))
             if user is None:
@@ -141,13 +147,22 @@ class AuthService:
             s.flush()
             return _principal(s, user)
 
-    def create_user(self, username: str, password: str, role: str = "staff") -> Principal:
+    def create_user(
+        self,
+        username: str,
+        password: str,
+        role: str = "staff",
+        collections: list[str] | None = None,
+    ) -> Principal:
+        """Create an account, with its collections when given (else the default ones), in one
+        transaction: a refused name or collection creates nothing."""
         username = username.strip()
         if not username or len(username) > 64 or escaped_controls(username) != username:
             raise AuthError("username must be 1-64 characters, none of them a control character")
         if role not in ROLES:
             raise AuthError(f"role must be one of {', '.join(ROLES)}")
         _check_new_password(password)
+        names = _collection_names(collections) if collections else []
         with self.db.session() as s:
             if s.scalar(select(User).where(User.username == username)):
                 raise AuthError(f"user {username!r} already exists")
@@ -155,6 +170,11 @@ class AuthService:
             s.add(user)
             s.flush()
             s.add(AuditEvent(actor="system", action="user.create", detail={"username": username}))
+            if names:
+                s.add_all(UserCollection(user_id=user.id, collection=c) for c in names)
+                detail = {"username": username, "collections": names}
+                s.add(AuditEvent(actor="system", action="user.collections", detail=detail))
+                s.flush()
             return _principal(s, user)
 
     def has_admin(self) -> bool:

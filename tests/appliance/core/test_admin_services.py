@@ -115,6 +115,12 @@ def test_users_roles_guards_passwords_and_api_keys(box) -> None:  # noqa: ANN001
     assert row["collections"] == "hr, it" and row["status"] == "active"
     with pytest.raises(AdminError, match="already exists"):
         users.create(boss, "dana", "password-1", "staff", [])
+    # a refused collection name creates no user (one transaction), so the name stays free
+    with pytest.raises(AdminError, match="collection"):
+        users.create(boss, "erin", "password-123", "staff", ["ops", "x" * 65])
+    assert auth.principal_for("erin") is None
+    users.create(boss, "erin", "password-123", "staff", ["ops"])
+    assert auth.principal_for("erin").collections == frozenset({"ops"})
 
     with pytest.raises(AdminError, match="your own"):
         users.set_disabled(boss, boss, True)

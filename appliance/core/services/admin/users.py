@@ -74,10 +74,8 @@ class AdminUsers:
     ) -> str:
         """Create an account; an empty password is generated. Returns the password."""
         password = password or generate_password()
-        try:
-            self.auth.create_user(username, password, role=role)
-            if collections:
-                self.auth.set_collections(username.strip(), collections)
+        try:  # one transaction: a refused collection name creates no user
+            self.auth.create_user(username, password, role=role, collections=collections or None)
         except AuthError as exc:
             raise AdminError(str(exc)) from exc
         with self.db.session() as s:
