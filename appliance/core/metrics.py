@@ -60,6 +60,11 @@ class AppMetrics:
         self.answers = Counter(
             "appliance_answers", "Answers by answer mode", ["mode"], registry=self.registry
         )
+        self.repeats_stopped = Counter(
+            "appliance_repeats_stopped",
+            "Answers stopped at a sentence they had said already (rag.repeats)",
+            registry=self.registry,
+        )
         for verdict in ("supported", "unsupported"):
             self.sentences.labels(verdict=verdict)
         for outcome in ("done", "error"):
@@ -79,9 +84,12 @@ class AppMetrics:
     def observe_retrieval(self, retrieval_ms: float) -> None:
         self.retrieval.observe(max(0.0, retrieval_ms) / 1000)
 
-    def turn_done(self, stats: GenerationStats | None) -> None:
-        """A finished turn; ``stats`` None for one the engine took no part in (extractive)."""
+    def turn_done(self, stats: GenerationStats | None, repeated: bool = False) -> None:
+        """A finished turn; ``stats`` None for one the engine took no part in (extractive);
+        ``repeated``: the repeat stop ended it."""
         self.turns.labels(outcome="done").inc()
+        if repeated:
+            self.repeats_stopped.inc()
         if self.engine_metrics is not None and stats is not None:
             self.engine_metrics.observe(stats)
 

@@ -306,7 +306,8 @@ class ChatService:
             replace_ids,
         )
         if self.metrics is not None:
-            self.metrics.turn_done(stats if grounded.mode != "extractive" else None)
+            engine_stats = stats if grounded.mode != "extractive" else None
+            self.metrics.turn_done(engine_stats, relayed.repeated)
             self._count_check(self.metrics, grounded.mode, result)
         return DoneEvent(
             conv_id, msg_id, answer, stats, prepared.retrieval_ms, result, relayed.repeated
@@ -391,7 +392,7 @@ class ChatService:
         )
         store_check(self.db, turn.message_id, result)
         if self.metrics is not None:
-            self.metrics.turn_done(stats)
+            self.metrics.turn_done(stats, relayed.repeated)
         yield DoneEvent(
             conversation_id,
             turn.message_id,

@@ -47,12 +47,22 @@ def _ask(app, stop: bool):  # noqa: ANN001, ANN202
     return user, done, shown
 
 
+def _stopped(app) -> float:  # noqa: ANN001
+    """``appliance_repeats_stopped_total`` as ``/metrics`` renders it."""
+    for line in app.chat.metrics.render().decode().splitlines():
+        if line.startswith("appliance_repeats_stopped_total "):
+            return float(line.split()[1])
+    raise AssertionError("appliance_repeats_stopped_total is not rendered")
+
+
 def test_a_looping_answer_is_stopped_before_its_repeat(unpenalised) -> None:  # noqa: ANN001
     app = unpenalised
     _, free, _ = _ask(app, stop=False)
     assert loops(free.answer) and not free.repeated  # the model really loops
 
+    before = _stopped(app)
     user, done, shown = _ask(app, stop=True)
+    assert _stopped(app) == before + 1  # /metrics counts it
     assert done.repeated and not loops(done.answer)
     assert shown == done.answer  # nothing was shown that is not stored
     assert free.answer.startswith(done.answer.rstrip())  # the same answer, up to the repeat
