@@ -75,3 +75,32 @@ def test_a_looping_answer_is_stopped_before_its_repeat(unpenalised) -> None:  # 
     view = conversation_view(turns, "en")
     assert "began to repeat itself" in view.history[-1]["content"]
     assert not view.cut  # no Continue: the answer was not cut at the length limit
+
+
+def test_the_stop_aborts_over_the_sglang_protocol(base: str, model_dir) -> None:  # noqa: ANN001
+    """Through the SGLang client and ``engine-server``: the guard's abort reaches the server
+    (``/abort_request``), and the stream still ends with its stats."""
+    from appliance.core.services.relay import relay
+    from engine.base import GenerateRequest, SamplingParams
+    from engine.sglang.client import SGLangEngine
+    from rag.repeats import RepeatGuard
+
+    client = SGLangEngine(base, tokenizer=str(model_dir), timeout_s=60)
+    sentence = "the badge desk is on floor two."
+    prompt = "Repeat after me: " + " ".join([sentence] * 4)  # loops greedily (penalty tests)
+    rid = "repeat-stop-over-http"
+    stream = client.generate(
+        GenerateRequest(prompt=prompt, sampling=SamplingParams(max_new_tokens=200), request_id=rid)
+    )
+    parts: list[str] = []
+    guard = RepeatGuard(said_before=prompt)  # as a continuation: the prompt counts as said
+    inner = relay(stream, parts, guard, lambda: client.abort(rid))
+    shown = []
+    try:
+        while True:
+            shown.append(next(inner))
+    except StopIteration as end:
+        relayed = end.value
+    assert relayed.repeated and relayed.finish == "repetition"
+    assert relayed.stats.finish_reason == "abort" and relayed.stats.completion_tokens < 200
+    assert sentence not in "".join(shown)  # the repeat was never released
