@@ -149,9 +149,16 @@ def _build(config: AppConfig, tmp: Path) -> Any:
     return build_appliance(bench_config, engine=engine)
 
 
-def run(config: AppConfig, quick: bool = False, limit: int = 0, max_new_tokens: int = 0) -> str:
-    """Build the appliance, ask every question in every row, return the printed report."""
-    items = pick_items(json.loads(QA_FILE.read_text(encoding="utf-8")), quick, limit)
+def run(
+    config: AppConfig,
+    quick: bool = False,
+    limit: int = 0,
+    max_new_tokens: int = 0,
+    questions: Path = QA_FILE,
+) -> str:
+    """Build the appliance, ask every question in every row, return the printed report.
+    ``questions``: a question file in ``qa.json``'s shape, about the sample corpus."""
+    items = pick_items(json.loads(questions.read_text(encoding="utf-8")), quick, limit)
     tokens = max_new_tokens or (QUICK_TOKENS if quick else config.engine.max_new_tokens)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -191,8 +198,25 @@ def main(argv: list[str], config: AppConfig) -> int:
         default=0,
         help="answer length (default: engine.max_new_tokens)",
     )
+    parser.add_argument(
+        "--questions",
+        type=Path,
+        default=QA_FILE,
+        help="a question file in qa.json's shape, about the sample corpus "
+        "(default: qa.json; qa_heldout.json holds questions the ranking was not tuned on)",
+    )
     args = parser.parse_args(argv)
     if args.limit < 0 or args.max_new_tokens < 0:
         parser.error("--limit and --max-new-tokens must not be negative")
-    print(run(config, quick=args.quick, limit=args.limit, max_new_tokens=args.max_new_tokens))
+    if not args.questions.is_file():
+        parser.error(f"--questions: no file {args.questions}")
+    print(
+        run(
+            config,
+            quick=args.quick,
+            limit=args.limit,
+            max_new_tokens=args.max_new_tokens,
+            questions=args.questions,
+        )
+    )
     return 0
