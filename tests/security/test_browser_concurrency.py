@@ -60,8 +60,19 @@ def _ask_together(browser, base: str, users: list[str]) -> list[BrowserTurn]:  #
 
 def test_three_people_asking_at_once_are_answered_at_once(site, browser) -> None:  # noqa: ANN001
     """Each of the three is answered, and the answers run at the same time: every answer has
-    begun before any of them has finished (at concurrency 1 each waited for the last)."""
-    turns = _ask_together(browser, site.base, _staff(site, 3))
+    begun before any of them has finished (at concurrency 1 each waited for the last).
+
+    The answers are made to last at least 48 tokens (about two seconds each here): the suite's
+    24-token answers stream for about a second, no more than ``at_once``'s grace, so three
+    overlapping answers could read as two (seen once in CI)."""
+    settings = site.appliance.settings
+    keys = ("max_new_tokens", "min_new_tokens", "stop_repeats")
+    before = {k: getattr(settings.current(), k) for k in keys}
+    settings.update("test", {"max_new_tokens": 96, "min_new_tokens": 48, "stop_repeats": False})
+    try:
+        turns = _ask_together(browser, site.base, _staff(site, 3))
+    finally:
+        settings.update("test", before)
     assert [t.outcome for t in turns] == ["answered"] * 3, [(t.outcome, t.detail) for t in turns]
     spans = [(round(t.first - t.sent, 1), round(t.ended - t.sent, 1)) for t in turns]
     assert at_once(turns) == 3, f"answers ran one after another: {spans}"
