@@ -43,8 +43,9 @@ its 0.25 floor), card holds an accepted answer, EN of 27 / KO of 21:
 
 The misses left are three questions whose fact is in no retrieved chunk, a per-diem row that
 the hotel limits' row outscores, and a procedure's first step that the sentence before it
-outscores. The cues were chosen on the same questions the benchmark asks: read these
-numbers as fitted, not held out.
+outscores. The cues were chosen on the same questions the benchmark asks, so these numbers
+are fitted. On ``qa_heldout.json`` (24 questions written afterwards, not tuned on), the card
+holds the fact for EN 9/14 and KO 7/10 without the cues, 10/14 and 10/10 with them.
 
 The spans returned are verbatim: ``span.text == chunk_text[span.start:span.end]``.
 """
