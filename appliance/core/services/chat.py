@@ -12,17 +12,22 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass
 
 from appliance.core.auth.principal import Principal
 from appliance.core.config import ChatConfig
 from appliance.core.db.models import Conversation
 from appliance.core.db.session import Database
-from appliance.core.errors import ChatError, ErrorKind, engine_kind
+from appliance.core.errors import ChatError, engine_kind
 from appliance.core.metrics import AppMetrics
 from appliance.core.services import grounding
+from appliance.core.services.chat_events import (
+    ChatEvent,
+    DeltaEvent,
+    DoneEvent,
+    ErrorEvent,
+    RetrievalEvent,
+)
 from appliance.core.services.continuation import (
     ContinuedTurn,
     continuation,
@@ -32,59 +37,28 @@ from appliance.core.services.continuation import (
 )
 from appliance.core.services.grounding import CardSentence, TurnGrounding
 from appliance.core.services.knowledge import KnowledgeBase
-from appliance.core.services.relay import Relayed, relay
+from appliance.core.services.relay import Generation, Relayed, relay, start
 from appliance.core.services.settings import SettingsService
 from appliance.core.services.turn_prompt import PreparedTurn, StoredMessage, TurnPrompts
 from appliance.core.services.turn_store import owned_conversation, store_check, store_turn
 from appliance.core.text import is_blank, is_valid_unicode, without_controls
 from engine.base import Engine, EngineError, GenerateRequest, GenerationStats
 from rag.ordering import ContextOrdering
-from rag.prompt import Citation
 from rag.prompt_keys import answer_key, tail_key
-from rag.repeats import RepeatGuard
 from rag.verify import AnswerCheck
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ChatService", "owned_conversation"]
-
-
-@dataclass(frozen=True)
-class RetrievalEvent:
-    """The turn's sources, before any generated text: its citations and, unless the answer
-    mode is ``generative``, the evidence card (verbatim sentences with their numbers)."""
-
-    citations: list[Citation]
-    retrieval_ms: float
-    evidence: tuple[CardSentence, ...] = ()
-    mode: str = "generative"
-
-
-@dataclass(frozen=True)
-class DeltaEvent:
-    text: str
-
-
-@dataclass(frozen=True)
-class DoneEvent:
-    conversation_id: int
-    message_id: int
-    answer: str
-    stats: GenerationStats
-    retrieval_ms: float
-    # every answer sentence against the sources (None only where nothing was checked)
-    check: AnswerCheck | None = None
-    # the answer began to repeat itself and was stopped there (``rag.repeats``)
-    repeated: bool = False
-
-
-@dataclass(frozen=True)
-class ErrorEvent:
-    kind: ErrorKind
-    message: str
-
-
-ChatEvent = RetrievalEvent | DeltaEvent | DoneEvent | ErrorEvent
+# the events are defined in ``chat_events`` and read from here by the API, UI and benches
+__all__ = [
+    "ChatEvent",
+    "ChatService",
+    "DeltaEvent",
+    "DoneEvent",
+    "ErrorEvent",
+    "RetrievalEvent",
+    "owned_conversation",
+]
 
 
 class ChatService:
@@ -162,20 +136,15 @@ class ChatService:
             grounded = self._ground(question, prepared, stored)
             if grounded.mode == "extractive":  # the card is the answer: nothing to generate
                 return self._extract(principal, question, prepared, grounded, replace_ids)
-            rid = uuid.uuid4().hex  # to abort it if the answer starts repeating itself
-            stream = self.engine.generate(
-                GenerateRequest(
-                    messages=prepared.messages,
-                    sampling=prepared.settings.sampling(self.cfg.top_p),
-                    request_id=rid,
-                )
+            request = GenerateRequest(
+                messages=prepared.messages, sampling=prepared.settings.sampling(self.cfg.top_p)
             )
+            running = start(self.engine, request, prepared.settings.stop_repeats)
         except EngineError as exc:
             if self.metrics is not None:
                 self.metrics.turn_failed(engine_kind(exc))
             raise ChatError.from_engine(exc) from exc
-        guard = RepeatGuard() if prepared.settings.stop_repeats else None
-        return self._run(principal, question, prepared, grounded, (stream, rid, guard), replace_ids)
+        return self._run(principal, question, prepared, grounded, running, replace_ids)
 
     def _ground(
         self, question: str, prepared: PreparedTurn, stored: list[StoredMessage]
@@ -207,12 +176,12 @@ class ChatService:
         ]
 
     def _relay(
-        self, stream: Iterator, parts: list[str], rid: str, guard: RepeatGuard | None
+        self, running: Generation, parts: list[str]
     ) -> Generator[ChatEvent, None, Relayed | None]:
         """The engine's text as ``DeltaEvent``s (collected into ``parts``), through the repeat
         guard (``relay``); returns how it ended, or None after an ``ErrorEvent`` (engine
         failure). When the reader leaves, generation is cancelled."""
-        inner = relay(stream, parts, guard, lambda: self.engine.abort(rid))
+        inner = relay(running.stream, parts, running.guard, lambda: self.engine.abort(running.rid))
         try:
             while True:
                 yield DeltaEvent(next(inner))
@@ -232,19 +201,17 @@ class ChatService:
         question: str,
         prepared: PreparedTurn,
         grounded: TurnGrounding,
-        running: tuple[Iterator, str, RepeatGuard | None],
+        running: Generation,
         replace_ids: tuple[int, ...] = (),
     ) -> Iterator[ChatEvent]:
-        """Relay a started generation (``running``: its stream, request id and repeat
-        guard), then check and store the answer."""
+        """Relay a started generation, then check and store the answer."""
         if self.metrics is not None:
             self.metrics.observe_retrieval(prepared.retrieval_ms)
         yield RetrievalEvent(
             prepared.citations, prepared.retrieval_ms, grounded.card, grounded.mode
         )
-        stream, rid, guard = running
         parts: list[str] = []
-        relayed = yield from self._relay(stream, parts, rid, guard)
+        relayed = yield from self._relay(running, parts)
         if relayed is None:
             return
         stats, answer = relayed.stats, "".join(parts)
@@ -355,28 +322,24 @@ class ChatService:
                 chosen.max_new_tokens,
             )
             sampling = chosen.sampling(self.cfg.top_p)  # the same sampling as a turn's
-            rid = uuid.uuid4().hex
-            stream = self.engine.generate(
-                GenerateRequest(prompt=turn.prompt, sampling=sampling, request_id=rid)
-            )
+            # what the answer already says counts as said: the continuation must not repeat it
+            request = GenerateRequest(prompt=turn.prompt, sampling=sampling)
+            running = start(self.engine, request, chosen.stop_repeats, said_before=turn.answer)
         except EngineError as exc:
             if self.metrics is not None:
                 self.metrics.turn_failed(engine_kind(exc))
             raise ChatError.from_engine(exc) from exc
-        # what the answer already says counts as said: the continuation must not repeat it
-        guard = RepeatGuard(said_before=turn.answer) if chosen.stop_repeats else None
-        return self._run_continued(conversation_id, turn, (stream, rid, guard))
+        return self._run_continued(conversation_id, turn, running)
 
     def _run_continued(
         self,
         conversation_id: int,
         turn: ContinuedTurn,
-        running: tuple[Iterator, str, RepeatGuard | None],
+        running: Generation,
     ) -> Iterator[ChatEvent]:
         yield RetrievalEvent(turn.citations, 0.0)
-        stream, rid, guard = running
         parts: list[str] = []
-        relayed = yield from self._relay(stream, parts, rid, guard)
+        relayed = yield from self._relay(running, parts)
         if relayed is None:
             return
         stats = relayed.stats

@@ -8,15 +8,37 @@ counts and timings.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from engine.base import EngineError, Finished, GenerationStats, TextDelta
+from engine.base import Engine, EngineError, Finished, GenerateRequest, GenerationStats, TextDelta
 from rag.repeats import RepeatGuard
 
 # the stored finish reason of an answer the guard stopped (the engine's own are stop,
 # length and abort)
 REPETITION = "repetition"
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A submitted request: its stream, its id (to abort it) and its repeat guard (None:
+    the repeat stop is off)."""
+
+    stream: Iterator
+    rid: str
+    guard: RepeatGuard | None
+
+
+def start(
+    engine: Engine, request: GenerateRequest, stop_repeats: bool, said_before: str = ""
+) -> Generation:
+    """Submit ``request`` under a fresh id, with a repeat guard when ``stop_repeats``
+    (``said_before``: text the reader has already, which the answer must not repeat).
+    Engine refusals (busy, too long, down) propagate."""
+    rid = uuid.uuid4().hex
+    stream = engine.generate(replace(request, request_id=rid))
+    return Generation(stream, rid, RepeatGuard(said_before) if stop_repeats else None)
 
 
 @dataclass(frozen=True)
