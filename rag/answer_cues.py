@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from rag.facts import find_facts
 
@@ -58,6 +59,8 @@ def question_cues(question: str) -> QuestionCues:
     return QuestionCues(bool(_VALUE_EN.search(question)), bool(_PROCEDURE_EN.search(question)))
 
 
+# the pieces are the stored chunks' own: the same texts come back turn after turn
+@lru_cache(maxsize=16384)
 def states_value(piece: str) -> bool:
     """Whether ``piece`` states a value a reader could act on (``rag.facts``' kinds, codes
     such as "H200" aside)."""
