@@ -57,6 +57,17 @@ def _scores(embedder, tokenizer, question, cands, cues=True):  # noqa: ANN001, A
     return {s.text: s.score for s in spans}
 
 
+def _assert_only_gains(embedder, tokenizer, question, cands, marker, bonus) -> None:  # noqa: ANN001
+    """With the question's cues, the pieces holding ``marker`` score ``bonus`` more; every
+    other piece scores as without them."""
+    plain = _scores(embedder, tokenizer, question, cands, cues=False)
+    cued = _scores(embedder, tokenizer, question, cands)
+    assert any(marker in text for text in plain)
+    for text, score in plain.items():
+        gain = bonus if marker in text else 0.0
+        assert cued[text] == pytest.approx(score + gain, abs=1e-5), text
+
+
 @pytest.mark.parametrize(
     ("question", "cues"),
     [
@@ -97,11 +108,7 @@ def test_values_and_first_steps_are_recognised() -> None:
 def test_a_value_gains_its_bonus_for_a_how_much_question(embedder, tokenizer) -> None:  # noqa: ANN001
     cands = _cands(embedder, tokenizer, [STIPEND])
     question = "How much is the home office equipment stipend?"
-    plain = _scores(embedder, tokenizer, question, cands, cues=False)
-    cued = _scores(embedder, tokenizer, question, cands)
-    for text, score in plain.items():
-        gain = VALUE_BONUS if "500,000 KRW" in text else 0.0
-        assert cued[text] == pytest.approx(score + gain, abs=1e-5), text
+    _assert_only_gains(embedder, tokenizer, question, cands, "500,000 KRW", VALUE_BONUS)
     # a question that asks for no value changes nothing
     other = "Who owns the items bought with the stipend?"
     assert _scores(embedder, tokenizer, other, cands) == _scores(
@@ -128,8 +135,6 @@ def test_a_heading_counts_for_its_pieces(embedder, tokenizer) -> None:  # noqa: 
 def test_the_first_step_gains_its_bonus_for_a_how_to_question(embedder, tokenizer) -> None:  # noqa: ANN001
     cands = _cands(embedder, tokenizer, [STEPS])
     question = "What should I do if my company laptop is stolen?"
-    plain = _scores(embedder, tokenizer, question, cands, cues=False)
-    cued = _scores(embedder, tokenizer, question, cands)
-    for text, score in plain.items():
-        gain = FIRST_STEP_BONUS if text.startswith("Call the IT Helpdesk") else 0.0
-        assert cued[text] == pytest.approx(score + gain, abs=1e-5), text
+    _assert_only_gains(
+        embedder, tokenizer, question, cands, "Call the IT Helpdesk", FIRST_STEP_BONUS
+    )
