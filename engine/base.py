@@ -81,17 +81,85 @@ def sampling_problem(sp: SamplingParams) -> str | None:
 
 
 @dataclass(frozen=True)
+class LogprobOptions:
+    """Which log probabilities a request asks for, with SGLang's meaning (``return_logprob``,
+    ``logprob_start_len``, ``top_logprobs_num``, ``token_ids_logprob``).
+
+    Every generated token's logprob is reported. Prompt tokens are reported from position
+    ``start_len`` on (-1, or the prompt's length: none), each with the logprob of that token
+    after all before it; the prompt's first token has none (``None``). Each reported position
+    also lists its ``top_n`` most likely tokens and the logprobs of ``token_ids``.
+    (SGLang 0.5.23 also writes ``None`` for the first reported token when ``start_len`` > 0;
+    its own frontend's greedy choice and token healing fail on that, so the value is given.)
+
+    Values are ``log_softmax`` in float32: of the model's logits for prompt tokens; for
+    generated tokens, of the logits sampling draws from (penalties and any grammar mask
+    applied, divided by the temperature unless decoding is greedy), before top-k, top-p and
+    min-p. An impossible token's ``-inf`` is reported as float32's lowest finite value.
+    """
+
+    start_len: int = -1
+    top_n: int = 0
+    token_ids: tuple[int, ...] = ()
+
+    def wants_prompt(self, prompt_len: int) -> bool:
+        """Whether any prompt token is reported for a prompt of ``prompt_len`` tokens."""
+        return 0 <= self.start_len < prompt_len
+
+
+CONSTRAINT_NAMES = ("json_schema", "regex", "ebnf")
+# SGLang 0.5.23's words (``SamplingParams.verify``); structural_tag is refused on its own here
+MANY_CONSTRAINTS = "Only one of json_schema, regex, ebnf, or structural_tag can be set."
+
+
+def logprob_problem(options: LogprobOptions, prompt_len: int, vocab_size: int) -> str | None:
+    """What a request with ``options`` and a prompt of ``prompt_len`` tokens may not ask, in
+    words naming the parameter (SGLang's where it has them); None if valid."""
+    start = options.start_len
+    if start < -1:
+        return f"logprob_start_len must be -1 (no prompt logprobs) or at least 0, got {start}."
+    if start > prompt_len:
+        return (
+            f"logprob_start_len={start} is higher than the number of input tokens "
+            f"{prompt_len}. Please use a smaller logprob_start_len."
+        )
+    if not 0 <= options.top_n <= vocab_size:
+        top_n = options.top_n
+        return f"top_logprobs_num must be in [0, {vocab_size}] (the vocabulary), got {top_n}."
+    for token_id in options.token_ids:
+        if not 0 <= token_id < vocab_size:
+            return (
+                f"token_ids_logprob contains out-of-vocabulary token id {token_id}; "
+                f"valid range is [0, {vocab_size})."
+            )
+    return None
+
+
+@dataclass(frozen=True)
 class GenerateRequest:
     """Exactly one of ``prompt`` (rendered text), ``messages`` (rendered by the engine with the
-    model's chat template) or ``input_ids`` (already tokenised)."""
+    model's chat template) or ``input_ids`` (already tokenised).
+
+    At most one output constraint: ``json_schema`` (JSON Schema text; the output then parses
+    and validates against it), ``regex`` (the whole output matches it) or ``ebnf`` (a grammar
+    in xgrammar's EBNF, whose ``root`` rule the output matches)."""
 
     prompt: str | None = None
     messages: tuple[tuple[str, str], ...] | None = None  # (role, content)
     input_ids: tuple[int, ...] | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
     request_id: str | None = None
-    # a JSON Schema (as a string); the output then always parses and validates against it
     json_schema: str | None = None
+    regex: str | None = None
+    ebnf: str | None = None
+    logprobs: LogprobOptions | None = None  # None: no logprobs (nothing extra is computed)
+
+    def constraint(self) -> tuple[str, str] | None:
+        """``(name, text)`` of the output constraint, or None; ``InvalidRequest`` if several."""
+        given = [(n, getattr(self, n)) for n in CONSTRAINT_NAMES if getattr(self, n) is not None]
+        if len(given) > 1:
+            raise InvalidRequest(f"{MANY_CONSTRAINTS} Got {', '.join(n for n, _ in given)}.")
+        return given[0] if given else None
 
 
 @dataclass(frozen=True)
@@ -121,7 +189,27 @@ class Finished:
     stats: GenerationStats
 
 
-StreamItem = TextDelta | Finished
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One token's log probability at its position, with the position's alternatives."""
+
+    token_id: int
+    logprob: float | None  # None only for the prompt's first token
+    top: tuple[tuple[int, float], ...] = ()  # the ``top_n`` most likely (id, logprob), best first
+    asked: tuple[tuple[int, float], ...] = ()  # (id, logprob) of ``LogprobOptions.token_ids``
+
+
+@dataclass(frozen=True)
+class LogprobDelta:
+    """Logprobs of prompt tokens (``prompt`` True: sent once, before any text) or of newly
+    generated tokens, in order; only streamed when the request asked for logprobs. A generated
+    token's logprob comes before (or with) the ``TextDelta`` holding its text."""
+
+    tokens: tuple[TokenLogprob, ...]
+    prompt: bool = False
+
+
+StreamItem = TextDelta | LogprobDelta | Finished
 
 
 @dataclass(frozen=True)
@@ -184,6 +272,14 @@ class Engine(Protocol):
 
     def render_chat(self, messages: tuple[tuple[str, str], ...]) -> str:
         """The exact prompt text the engine builds from chat messages."""
+        ...
+
+    def token_texts(self, ids: list[int]) -> list[str]:
+        """Each token's own text, decoded alone (as SGLang writes tokens in logprobs)."""
+        ...
+
+    def token_bytes(self, ids: list[int]) -> list[bytes]:
+        """Each token's raw bytes (a token may hold part of a UTF-8 character)."""
         ...
 
     def abort(self, request_id: str) -> bool:

@@ -16,8 +16,10 @@ from engine.base import (
     Finished,
     GenerateRequest,
     InvalidRequest,
+    LogprobOptions,
     PromptTooLong,
     StreamItem,
+    logprob_problem,
     sampling_problem,
 )
 from engine.embedded.attention import install as install_pool_attention
@@ -29,6 +31,7 @@ from engine.embedded.native import cpu_flags, load_native_kernels
 from engine.embedded.omp import run_in_own_thread
 from engine.embedded.scheduler import Scheduler
 from engine.embedded.sequence import Job
+from engine.token_bytes import is_byte_level, token_bytes, token_texts
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +58,7 @@ def pick_dtype(
 class EmbeddedEngine:
     """Implements ``engine.base.Engine`` in-process."""
 
-    supports_json_schema = True
+    supports_json_schema = True  # and regex, ebnf
 
     def __init__(
         self,
@@ -105,7 +108,8 @@ class EmbeddedEngine:
         self.model.eval()
         self.context_length = int(getattr(self.model.config, "max_position_embeddings", 2048))
         self._eos = frozenset(self._eos_ids())
-        self._grammar = None  # compiled lazily, on the first request with a JSON schema
+        self._grammar = None  # compiled lazily, on the first request with a constraint
+        self._byte_level: bool | None = None  # whether tokens spell bytes (found when asked)
         install_pool_attention(self.model)
         # the fused runner where the model has the Llama shape; transformers' forward otherwise
         self.runner = "fused" if fused and fusable(self.model) else "transformers"
@@ -172,7 +176,8 @@ class EmbeddedEngine:
             rid=request.request_id or uuid.uuid4().hex,
             ids=ids,
             sampling=request.sampling,
-            constraint=self._constraint(request.json_schema),
+            constraint=self._constraint(request.constraint()),
+            logprobs=self._logprob_options(request, len(ids)),
         )
         self._scheduler.submit(job)
         return self._stream(job)
@@ -226,10 +231,10 @@ class EmbeddedEngine:
             raise InvalidRequest("the prompt is empty")
         return ids
 
-    def _constraint(self, schema: str | None):  # noqa: ANN202
-        if schema is None:
+    def _constraint(self, spec: tuple[str, str] | None):  # noqa: ANN202
+        if spec is None:
             return None
-        from engine.embedded.grammar import GrammarCompiler, JsonConstraint
+        from engine.embedded.grammar import GrammarCompiler, GrammarConstraint
 
         if self._grammar is None:
             self._grammar = GrammarCompiler(
@@ -237,7 +242,17 @@ class EmbeddedEngine:
                 int(self.model.config.vocab_size),
                 stop_token_ids=sorted(self._eos),
             )
-        return JsonConstraint(self._grammar.compile_json_schema(schema))
+        return GrammarConstraint(self._grammar.compile(*spec))
+
+    def _logprob_options(self, request: GenerateRequest, prompt_len: int) -> LogprobOptions | None:
+        """The request's logprob options, checked against the prompt and the vocabulary."""
+        options = request.logprobs
+        if options is None:
+            return None
+        problem = logprob_problem(options, prompt_len, int(self.model.config.vocab_size))
+        if problem:
+            raise InvalidRequest(problem)
+        return options
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -265,3 +280,11 @@ class EmbeddedEngine:
 
     def _decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def token_texts(self, ids: list[int]) -> list[str]:
+        return token_texts(self.tokenizer, ids)
+
+    def token_bytes(self, ids: list[int]) -> list[bytes]:
+        if self._byte_level is None:
+            self._byte_level = is_byte_level(self.tokenizer)
+        return token_bytes(self.tokenizer, ids, self._byte_level)

@@ -1,17 +1,18 @@
-"""JSON-schema-constrained decoding with xgrammar: compile once per schema, mask every step.
+"""Constrained decoding with xgrammar: a JSON Schema, a regular expression or an EBNF grammar
+(SGLang's ``json_schema``, ``regex`` and ``ebnf``), compiled once per text, masked every step.
 
 The engine's decode loop, per constrained request::
 
-    constraint = JsonConstraint(compiler.compile_json_schema(request.json_schema))
+    constraint = GrammarConstraint(compiler.compile("regex", request.regex))
     ...
     logits = constraint.mask(logits)  # disallowed tokens -> -inf
     token = sample_next(logits, ...)
     constraint.accept(token)
-    if constraint.is_terminated():  # the JSON is complete: finish with reason "stop"
+    if constraint.is_terminated():  # the output is complete: finish with reason "stop"
         ...
 
-Once the JSON value is complete and only a stop token may follow, ``is_terminated()`` is
-already true, so the engine ends without spending a forward pass on the stop token.
+Once the output is complete and only a stop token may follow, ``is_terminated()`` is already
+true, so the engine ends without spending a forward pass on the stop token.
 """
 
 from __future__ import annotations
@@ -43,9 +44,12 @@ class GrammarViolation(EngineError):
     kind = "grammar_violation"
 
 
+GRAMMAR_KINDS = ("json_schema", "regex", "ebnf", "json_object")
+
+
 @dataclass(frozen=True, eq=False)
-class JsonGrammar:
-    """A compiled JSON schema plus what a matcher needs to know about the vocabulary."""
+class Grammar:
+    """A compiled grammar plus what a matcher needs to know about the vocabulary."""
 
     compiled: xgr.CompiledGrammar
     vocab_size: int
@@ -54,7 +58,7 @@ class JsonGrammar:
 
 
 class GrammarCompiler:
-    """Compiles JSON schemas for one tokenizer; built once per engine, safe across threads."""
+    """Compiles grammars for one tokenizer; built once per engine, safe across threads."""
 
     def __init__(
         self,
@@ -77,45 +81,71 @@ class GrammarCompiler:
         self._compiler = xgr.GrammarCompiler(info, max_threads=max_threads, cache_enabled=False)
         self._any_whitespace = any_whitespace
         self._non_stop_bits = _pack_bits(vocab_size, self.stop_token_ids)
-        self._cache: OrderedDict[str, JsonGrammar] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str], Grammar] = OrderedDict()
         self._lock = threading.Lock()
 
-    def compile_json_schema(self, schema: str) -> JsonGrammar:
-        """The grammar for ``schema`` (JSON Schema text), from an LRU cache of 64 schemas.
+    def compile(self, kind: str, text: str) -> Grammar:
+        """The grammar of ``kind`` (one of ``GRAMMAR_KINDS``; ``text`` is ignored for
+        ``json_object``: any JSON object) from an LRU cache of 64 grammars.
 
-        Raises ``InvalidRequest`` when the text is not JSON or not a usable schema."""
+        Raises ``InvalidRequest`` naming the parameter when the text does not compile."""
+        if kind not in GRAMMAR_KINDS:
+            raise ValueError(f"unknown grammar kind {kind!r}")
+        key = (kind, text)
         with self._lock:
-            hit = self._cache.get(schema)
+            hit = self._cache.get(key)
             if hit is not None:
-                self._cache.move_to_end(schema)
+                self._cache.move_to_end(key)
                 return hit
-        try:
-            parsed = json.loads(schema)
-        except (TypeError, ValueError) as exc:
-            raise InvalidRequest(f"json_schema is not valid JSON: {exc}") from None
-        if not isinstance(parsed, dict | bool):
-            raise InvalidRequest("json_schema must be a JSON object (or a boolean)")
-        try:
-            compiled = self._compiler.compile_json_schema(
-                schema, any_whitespace=self._any_whitespace, strict_mode=True
-            )
-        except (RuntimeError, ValueError, TypeError) as exc:
-            lines = str(exc).strip().splitlines() or [type(exc).__name__]
-            reason = _LOG_PREFIX.sub("", lines[0])
-            raise InvalidRequest(f"json_schema is not a supported JSON Schema: {reason}") from None
-        grammar = JsonGrammar(compiled, self.vocab_size, self._non_stop_bits)
+        grammar = Grammar(self._compile(kind, text), self.vocab_size, self._non_stop_bits)
         with self._lock:
-            grammar = self._cache.setdefault(schema, grammar)
-            self._cache.move_to_end(schema)
+            grammar = self._cache.setdefault(key, grammar)
+            self._cache.move_to_end(key)
             while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
         return grammar
 
+    def compile_json_schema(self, schema: str) -> Grammar:
+        """``compile("json_schema", schema)``."""
+        return self.compile("json_schema", schema)
 
-class JsonConstraint:
-    """The grammar state of one request: masks logits, accepts tokens, knows when JSON ends."""
+    def _compile(self, kind: str, text: str) -> xgr.CompiledGrammar:
+        if kind == "json_object":
+            return self._compiler.compile_builtin_json_grammar()
+        if kind == "json_schema":
+            _check_schema_text(text)
+        try:
+            if kind == "json_schema":
+                return self._compiler.compile_json_schema(
+                    text, any_whitespace=self._any_whitespace, strict_mode=True
+                )
+            if kind == "regex":
+                return self._compiler.compile_regex(text)
+            return self._compiler.compile_grammar(text, root_rule_name="root")
+        except (RuntimeError, ValueError, TypeError) as exc:
+            lines = str(exc).strip().splitlines() or [type(exc).__name__]
+            reason = _LOG_PREFIX.sub("", lines[0])
+            what = {
+                "json_schema": "json_schema is not a supported JSON Schema",
+                "regex": "regex is not a valid regular expression",
+                "ebnf": "ebnf is not a valid EBNF grammar (with a root rule)",
+            }[kind]
+            raise InvalidRequest(f"{what}: {reason}") from None
 
-    def __init__(self, grammar: JsonGrammar) -> None:
+
+def _check_schema_text(schema: str) -> None:
+    try:
+        parsed = json.loads(schema)
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequest(f"json_schema is not valid JSON: {exc}") from None
+    if not isinstance(parsed, dict | bool):
+        raise InvalidRequest("json_schema must be a JSON object (or a boolean)")
+
+
+class GrammarConstraint:
+    """The grammar state of one request: masks logits, accepts tokens, knows when it ends."""
+
+    def __init__(self, grammar: Grammar) -> None:
         self._grammar = grammar
         self._matcher = xgr.GrammarMatcher(grammar.compiled)
         self._bitmask = xgr.allocate_token_bitmask(1, grammar.vocab_size)
@@ -143,24 +173,26 @@ class JsonConstraint:
     def accept(self, token_id: int) -> None:
         """Advance the grammar by the sampled token; raises ``GrammarViolation`` if disallowed."""
         if self._done or not self._matcher.accept_token(int(token_id)):
-            raise GrammarViolation(f"token {token_id} is not allowed by the JSON schema here")
+            raise GrammarViolation(f"token {token_id} is not allowed by the grammar here")
         self._bitmask_fresh = False
         if self._matcher.is_terminated():
             self._done = True
         elif self._matcher.is_completed():
-            # complete JSON; it is the end when nothing but a stop token may follow
+            # complete; it is the end when nothing but a stop token may follow
             self._done = not bool((self.bitmask() & self._grammar.non_stop_bits).any())
 
     def is_terminated(self) -> bool:
-        """True once the JSON value is complete and only a stop token (or nothing) may follow."""
+        """True once the output is complete and only a stop token (or nothing) may follow."""
         return self._done
 
     def is_completed(self) -> bool:
-        """True when the text so far is a complete JSON value (more may still be allowed)."""
+        """True when the text so far is complete (more may still be allowed)."""
         return self._matcher.is_completed()
 
 
-def mask_rows(logits: torch.Tensor, constraints: Sequence[JsonConstraint | None]) -> torch.Tensor:
+def mask_rows(
+    logits: torch.Tensor, constraints: Sequence[GrammarConstraint | None]
+) -> torch.Tensor:
     """Mask each row of ``logits[B, V]`` by its constraint, in place; ``None`` rows are untouched.
 
     Columns past the grammar's vocab size (padding) are set to -inf in constrained rows."""

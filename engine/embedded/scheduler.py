@@ -27,6 +27,7 @@ import torch
 from engine.base import EngineBusy, EngineError, Finished, InvalidRequest
 from engine.embedded.attention import Segment, StepPlan, make_plan
 from engine.embedded.kv_pool import KVPool
+from engine.embedded.logprobs import first_logit_position
 from engine.embedded.native import NativeKernels
 from engine.embedded.radix_cache import RadixKVCache, common_prefix_len, match_length
 from engine.embedded.sequence import Job, Sequence
@@ -177,8 +178,12 @@ class Scheduler:
                     prefilling.append(job.ids)
 
     def _start(self, job: Job) -> Sequence:
-        # keep at least one prompt token to run, so there are logits to sample from
-        cached, kv = self.cache.match(job.ids[:-1])
+        # keep at least one prompt token to run, so there are logits to sample from; prompt
+        # logprobs need the logits of every position they score, so those are computed anew
+        reusable = len(job.ids) - 1
+        if job.logprobs is not None and job.logprobs.wants_prompt(len(job.ids)):
+            reusable = min(reusable, first_logit_position(job.logprobs))
+        cached, kv = self.cache.match(job.ids[:reusable])
         budget = min(job.sampling.max_new_tokens, self.context_length - len(job.ids))
         seq = Sequence(
             job=job,
@@ -220,12 +225,22 @@ class Scheduler:
             return
         tokens = [s.pending for s in self.decoding]
         keep = list(range(n))
+        last_rows: list[int] = []  # each segment's last token's row in ``logits``
+        scored: list[tuple[Sequence, int, int, int]] = []  # (seq, first position, row, rows)
         for seg, seq in zip(segments, owners, strict=True):
+            first = len(tokens)
             tokens += seq.job.ids[seg.start : seg.start + seg.count]
+            lo, hi = seq.prompt_logit_span(seg.start, seg.count)
+            if hi > lo:  # prompt logprobs asked: keep the rows of the positions they score
+                scored.append((seq, lo, len(keep), hi - lo))
+                keep.extend(range(first + lo - seg.start, first + hi - seg.start))
+            last_rows.append(len(keep))
             keep.append(len(tokens) - 1)
         logits = self.forward(
             tokens, make_plan(self.pool, n, segments, self.kernel, self.shared), keep
         )
+        for seq, lo, row, count in scored:
+            seq.score_prompt(logits[row : row + count], lo)
         done: list[Sequence] = []
         for row, seq in enumerate(self.decoding):
             seq.fed.append(seq.pending)
@@ -238,13 +253,14 @@ class Scheduler:
                 done.append(seq)
         for seq in done:
             self._finish(seq)
-        for i, (seg, seq) in enumerate(zip(segments, owners, strict=True)):
+        for seg, seq, row in zip(segments, owners, last_rows, strict=True):
             seq.fed.extend(seq.job.ids[seg.start : seg.start + seg.count])
             if seq.prefilling:
                 continue
             # the prompt's KV is shareable now, while this request is still decoding
             self.cache.insert(seq.fed, self.pool.row(seq.slot))
-            seq.take(logits[n + i])
+            seq.prompt_done()
+            seq.take(logits[row])
             if seq.finish:
                 self._finish(seq)
             else:

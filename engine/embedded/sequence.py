@@ -11,9 +11,23 @@ from typing import Any
 
 import torch
 
-from engine.base import FinishReason, GenerationStats, SamplingParams, TextDelta
+from engine.base import (
+    FinishReason,
+    GenerationStats,
+    LogprobDelta,
+    LogprobOptions,
+    SamplingParams,
+    TextDelta,
+    TokenLogprob,
+)
+from engine.embedded.logprobs import (
+    first_logit_position,
+    sampling_logprobs,
+    score_row,
+    score_rows,
+)
 from engine.embedded.penalties import Penalizer
-from engine.embedded.sampling import make_generator, sample_next
+from engine.embedded.sampling import GREEDY_BELOW, make_generator, sample_next
 from engine.embedded.textstream import TextStream
 
 
@@ -24,7 +38,8 @@ class Job:
     rid: str
     ids: list[int]
     sampling: SamplingParams
-    constraint: Any = None  # engine.embedded.grammar.JsonConstraint, when a schema was given
+    constraint: Any = None  # engine.embedded.grammar.GrammarConstraint, when one was given
+    logprobs: LogprobOptions | None = None
     out: queue.Queue = field(default_factory=queue.Queue)
     cancelled: threading.Event = field(default_factory=threading.Event)
     enqueued_at: float = field(default_factory=time.perf_counter)
@@ -50,14 +65,42 @@ class Sequence:
     first_token_at: float | None = None
     generator: torch.Generator | None = None
     penalizer: Penalizer = field(init=False)
+    prompt_logprobs: list[TokenLogprob] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.generator = make_generator(self.job.sampling.seed)
         self.penalizer = Penalizer(self.job.sampling, self.eos)
+        options = self.job.logprobs
+        if options is not None and options.start_len == 0:
+            # nothing precedes the prompt's first token: it has no logprob
+            self.prompt_logprobs.append(TokenLogprob(self.job.ids[0], None))
 
     @property
     def prefilling(self) -> bool:
         return len(self.fed) < len(self.job.ids)
+
+    def prompt_logit_span(self, start: int, count: int) -> tuple[int, int]:
+        """Of the prompt positions ``[start, start + count)`` about to be computed, the
+        ``[lo, hi)`` whose logits score prompt tokens (empty unless prompt logprobs were
+        asked). The prompt's last position is not one: it predicts the first new token."""
+        options = self.job.logprobs
+        if options is None or not options.wants_prompt(len(self.job.ids)):
+            return start, start
+        lo = max(start, first_logit_position(options))
+        hi = min(start + count, len(self.job.ids) - 1)
+        return lo, max(lo, hi)
+
+    def score_prompt(self, logits: torch.Tensor, lo: int) -> None:
+        """Record the prompt logprobs given by ``logits`` rows for positions ``lo, lo + 1, ...``."""
+        assert self.job.logprobs is not None
+        targets = self.job.ids[lo + 1 : lo + 1 + len(logits)]
+        self.prompt_logprobs += score_rows(logits, targets, self.job.logprobs)
+
+    def prompt_done(self) -> None:
+        """The prefill has ended: send the prompt's logprobs (when asked), before any text."""
+        options = self.job.logprobs
+        if options is not None and options.wants_prompt(len(self.job.ids)):
+            self.job.out.put(LogprobDelta(tuple(self.prompt_logprobs), prompt=True))
 
     def take(self, logits: torch.Tensor) -> None:
         """Sample the next token from ``logits`` and decide whether the request is done."""
@@ -71,6 +114,10 @@ class Sequence:
             logits, sp.temperature, sp.top_p, self.generator, top_k=sp.top_k, min_p=sp.min_p
         )
         self.penalizer.observe(token)
+        if self.job.logprobs is not None:
+            greedy = sp.temperature < GREEDY_BELOW or sp.top_k == 1
+            drawn_from = sampling_logprobs(logits, sp.temperature, greedy)
+            self.job.out.put(LogprobDelta((score_row(drawn_from, token, self.job.logprobs),)))
         self.completion += 1
         if self.first_token_at is None:
             self.first_token_at = time.perf_counter()

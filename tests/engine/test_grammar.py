@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from engine.base import InvalidRequest
-from engine.embedded.grammar import GrammarCompiler, GrammarViolation, JsonConstraint, mask_rows
+from engine.embedded.grammar import GrammarCompiler, GrammarViolation, GrammarConstraint, mask_rows
 
 MAX_TOKENS = 80
 
@@ -83,8 +83,8 @@ def prompt_ids(tokenizer, case: str) -> list[int]:  # noqa: ANN001
     return tokenizer(prompt, add_special_tokens=False)["input_ids"]
 
 
-def constraint_for(compiler: GrammarCompiler, case: str) -> JsonConstraint:
-    return JsonConstraint(compiler.compile_json_schema(json.dumps(CASES[case][0])))
+def constraint_for(compiler: GrammarCompiler, case: str) -> GrammarConstraint:
+    return GrammarConstraint(compiler.compile_json_schema(json.dumps(CASES[case][0])))
 
 
 @torch.inference_mode()
@@ -182,7 +182,7 @@ def test_compile_cache_returns_same_object(compiler: GrammarCompiler) -> None:
 def test_mask_rows_masks_only_constrained_rows(lm, compiler: GrammarCompiler) -> None:  # noqa: ANN001
     tokenizer, model = lm
     vocab = model.config.vocab_size
-    constraint = JsonConstraint(compiler.compile_json_schema(json.dumps(PERSON)))
+    constraint = GrammarConstraint(compiler.compile_json_schema(json.dumps(PERSON)))
     logits = torch.randn(3, vocab)
     before = logits.clone()
     mask_rows(logits, [None, constraint, None])
@@ -198,7 +198,7 @@ def test_mask_rows_masks_only_constrained_rows(lm, compiler: GrammarCompiler) ->
 
 def test_terminates_when_only_stop_token_may_follow(lm, compiler: GrammarCompiler) -> None:  # noqa: ANN001
     tokenizer, _ = lm
-    constraint = JsonConstraint(compiler.compile_json_schema(json.dumps(PERSON)))
+    constraint = GrammarConstraint(compiler.compile_json_schema(json.dumps(PERSON)))
     text = '{"name": "Ann", "age": 30, "color": "red"}'
     for token in tokenizer.encode(text, add_special_tokens=False):
         assert not constraint.is_terminated()
@@ -209,7 +209,7 @@ def test_terminates_when_only_stop_token_may_follow(lm, compiler: GrammarCompile
 def test_open_ended_value_ends_with_stop_token(lm, compiler: GrammarCompiler) -> None:  # noqa: ANN001
     """A bare integer may always grow, so it ends only when the stop token is accepted."""
     tokenizer, _ = lm
-    constraint = JsonConstraint(compiler.compile_json_schema('{"type": "integer"}'))
+    constraint = GrammarConstraint(compiler.compile_json_schema('{"type": "integer"}'))
     for token in tokenizer.encode("12", add_special_tokens=False):
         constraint.accept(token)
     logits = constraint.mask(torch.zeros(constraint.vocab_size))
