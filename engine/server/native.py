@@ -1,53 +1,38 @@
 """SGLang's native ``POST /generate``: ``text`` or ``input_ids`` (one, or a batch as lists),
-``sampling_params``, ``stream``, ``rid``.
+``sampling_params`` (``n`` parallel samples included), ``stream``, ``rid`` and the logprob
+fields (see ``native_body.py`` and ``logprob_format.py``).
+
+A batch, or ``n`` > 1, answers a JSON list with ``n`` answers per prompt, prompt after
+prompt; streamed, each line carries its answer's ``index`` in that order. ``n`` > 1 first
+prefills each prompt once (``Runner.warm``), then its samples reuse that prompt's KV.
 
 Streamed answers are ``data: {json}`` lines with the cumulative ``text`` and ``meta_info``,
 then ``data: [DONE]``. Until the final line, ``meta_info.completion_tokens`` counts the text
 pieces received so far (a lower bound: the engine streams text, not token ids) and
-``cached_tokens`` is 0 (known once the request finishes); the final line carries the engine's
-exact counts, ``finish_reason`` and ``e2e_latency`` (seconds from arrival to finish).
+``cached_tokens`` is 0 (known once the request finishes); logprob lists are cumulative, as
+SGLang's. The final line carries the engine's exact counts, ``finish_reason`` and
+``e2e_latency`` (seconds from arrival to finish).
 
 ``max_new_tokens: 0`` (prefill only) runs one engine step, so the prompt is prefilled and
-cached for real, and answers an empty text with ``completion_tokens`` 0.
+cached for real, and answers an empty text with ``completion_tokens`` 0 and no output
+logprobs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any
+from dataclasses import dataclass, field
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict
 
-from engine.base import Engine, GenerateRequest, GenerationStats, InvalidRequest, TextDelta
+from engine.base import Engine, GenerateRequest, GenerationStats, LogprobDelta, TextDelta
 from engine.server.errors import stream_error
+from engine.server.fan_in import fan_in
+from engine.server.logprob_format import LogprobLog, TokenTexts, native_logprobs
+from engine.server.native_body import GenerateBody, Prompt, parse_body
 from engine.server.running import Runner, TrackedStream, collect, new_rid
-from engine.server.sampling import (
-    DEFAULT_MAX_NEW_TOKENS,
-    ParsedSampling,
-    parse_sampling,
-)
 from engine.server.sse import DONE, ClosingStreamingResponse, sse
-
-
-class GenerateBody(BaseModel):
-    """SGLang's ``GenerateReqInput``; other top-level fields are ignored, as SGLang does."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    text: str | list[str] | None = None
-    input_ids: list[int] | list[list[int]] | None = None
-    sampling_params: dict[str, Any] | list[dict[str, Any]] | None = None
-    stream: bool | None = False
-    rid: str | list[str] | None = None
-    return_logprob: bool | list[bool] | None = None
-    logprob_start_len: int | list[int] | None = None
-    top_logprobs_num: int | list[int] | None = None
-    lora_path: str | list[str | None] | None = None
-    image_data: Any = None
-    video_data: Any = None
-    audio_data: Any = None
 
 
 def finish_reason(stats: GenerationStats, completion_tokens: int) -> dict:
@@ -58,66 +43,54 @@ def finish_reason(stats: GenerationStats, completion_tokens: int) -> dict:
     return {"type": "stop", "matched": stats.matched_stop}
 
 
-def final_meta(stream: TrackedStream, parsed: ParsedSampling) -> dict:
-    stats = stream.stats
-    assert stats is not None
-    completion = 0 if parsed.prefill_only else stats.completion_tokens
-    finish = finish_reason(stats, completion)
-    if parsed.prefill_only and finish["type"] != "abort":
-        finish = {"type": "length", "length": 0}
-    return {
-        "id": stream.rid,
-        "finish_reason": finish,
-        "prompt_tokens": stats.prompt_tokens,
-        "completion_tokens": completion,
-        "cached_tokens": stats.cached_tokens,
-        "e2e_latency": round(stream.latency_s, 6),
-    }
+@dataclass
+class _Answer:
+    """One answer of the response: its prompt, stream and what it has produced so far."""
 
+    prompt: Prompt
+    stream: TrackedStream
+    texts: TokenTexts
+    prompt_tokens: int = 0
+    text: str = ""
+    pieces: int = 0
+    log: LogprobLog = field(default_factory=LogprobLog)
 
-def _refuse_unsupported(body: GenerateBody) -> None:
-    def on(value: object) -> bool:
-        return any(value) if isinstance(value, list) else bool(value)
+    def meta(self) -> dict:
+        """``meta_info``: partial until the stream has finished, then final."""
+        stats = self.stream.stats
+        parsed = self.prompt.sampling
+        if stats is None:
+            meta = {
+                "id": self.stream.rid,
+                "finish_reason": None,
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.pieces,
+                "cached_tokens": 0,
+            }
+        else:
+            completion = 0 if parsed.prefill_only else stats.completion_tokens
+            finish = finish_reason(stats, completion)
+            if parsed.prefill_only and finish["type"] != "abort":
+                finish = {"type": "length", "length": 0}
+            meta = {
+                "id": self.stream.rid,
+                "finish_reason": finish,
+                "prompt_tokens": stats.prompt_tokens,
+                "completion_tokens": completion,
+                "cached_tokens": stats.cached_tokens,
+                "e2e_latency": round(self.stream.latency_s, 6),
+            }
+        options = self.prompt.logprobs
+        if options is not None:
+            meta |= native_logprobs(self.log, options, self.texts, output=not parsed.prefill_only)
+        return meta
 
-    if on(body.return_logprob):
-        raise InvalidRequest("return_logprob is not supported by this engine")
-    if on(body.lora_path):
-        raise InvalidRequest("lora_path is not supported by this engine (must be null)")
-    for name in ("image_data", "video_data", "audio_data"):
-        if on(getattr(body, name)):
-            raise InvalidRequest(f"{name} is not supported: this is a text-only model")
-
-
-def _inputs(body: GenerateBody) -> tuple[list[dict[str, Any]], bool]:
-    """Each prompt as GenerateRequest keyword arguments, and whether the body is a batch."""
-    if (body.text is None) == (body.input_ids is None):
-        raise InvalidRequest("give exactly one of text or input_ids")
-    if body.text is not None:
-        batch = isinstance(body.text, list)
-        texts = body.text if isinstance(body.text, list) else [body.text]
-        items: list[dict[str, Any]] = [{"prompt": t} for t in texts]
-    else:
-        ids = body.input_ids or []
-        batch = bool(ids) and isinstance(ids[0], list)
-        rows = ids if batch else [ids]
-        items = [{"input_ids": tuple(row)} for row in rows]  # type: ignore[arg-type]
-    if not items:
-        raise InvalidRequest("the batch is empty")
-    return items, batch
-
-
-def _per_item(value: Any, n: int, name: str, batch: bool) -> list[Any]:
-    if not batch:
-        if isinstance(value, list):
-            raise InvalidRequest(f"{name} must not be a list for a single prompt")
-        return [value]
-    if isinstance(value, list):
-        if len(value) != n:
-            raise InvalidRequest(f"{name} has {len(value)} entries for {n} prompts")
-        return value
-    if name == "rid" and value is not None:
-        raise InvalidRequest("rid must be a list with one id per prompt for a batch")
-    return [value] * n
+    def body(self, index: int | None) -> dict:
+        out = {"text": "" if self.prompt.sampling.prefill_only else self.text}
+        out["meta_info"] = self.meta()
+        if index is not None:
+            out["index"] = index
+        return out
 
 
 def build_native_router(engine: Engine, runner: Runner) -> APIRouter:
@@ -125,66 +98,78 @@ def build_native_router(engine: Engine, runner: Runner) -> APIRouter:
 
     @router.post("/generate", response_model=None)
     def generate(body: GenerateBody) -> Response:
-        _refuse_unsupported(body)
-        items, batch = _inputs(body)
-        if batch and body.stream:
-            raise InvalidRequest("streaming a batch is not supported; send one prompt per request")
-        n = len(items)
-        context = engine.info().context_length
-        params = _per_item(body.sampling_params, n, "sampling_params", batch)
-        parsed = [parse_sampling(p, DEFAULT_MAX_NEW_TOKENS, context) for p in params]
-        rids = [rid or new_rid() for rid in _per_item(body.rid, n, "rid", batch)]
-        requests = [
-            GenerateRequest(**item, sampling=p.sampling, request_id=rid, json_schema=p.json_schema)
-            for item, p, rid in zip(items, parsed, rids, strict=True)
-        ]
-        if body.stream:
-            item = items[0]
-            ids = item.get("input_ids")
-            prompt_tokens = len(ids) if ids is not None else engine.count_tokens(item["prompt"])
-            stream = runner.start(requests[0])
-            lines = _stream_lines(stream, parsed[0], prompt_tokens)
-            return ClosingStreamingResponse(lines, on_disconnect=stream.cancel)
+        prompts, batch = parse_body(body, engine.info().context_length)
+        n = prompts[0].sampling.n
+        texts = engine.token_texts if body.return_text_in_logprobs else None
+        if n > 1:
+            for prompt in prompts:
+                runner.warm(_request(prompt, new_rid()))
+        wanted = [p for p in prompts for _ in range(n)]
+        requests = [_request(p, p.rid if n == 1 and p.rid else new_rid()) for p in wanted]
         streams = runner.start_all(requests)
+        answers = [
+            _Answer(p, s, TokenTexts(texts), _prompt_tokens(engine, p))
+            for p, s in zip(wanted, streams, strict=True)
+        ]
+        listed = batch or n > 1
+        if body.stream:
+            lines = _stream_lines(answers, listed)
+            return ClosingStreamingResponse(lines, on_disconnect=lambda: _cancel(answers))
         try:
-            results = [_answer(s, p) for s, p in zip(streams, parsed, strict=True)]
+            for answer in answers:
+                result = collect(answer.stream)
+                answer.text, answer.log = result.text, result.logprobs
         finally:
-            for s in streams:
-                s.close()
-        return JSONResponse(results if batch else results[0])
+            for answer in answers:
+                answer.stream.close()
+        results = [a.body(None) for a in answers]
+        return JSONResponse(results if listed else results[0])
 
     return router
 
 
-def _answer(stream: TrackedStream, parsed: ParsedSampling) -> dict:
-    result = collect(stream)
-    text = "" if parsed.prefill_only else result.text
-    return {"text": text, "meta_info": final_meta(stream, parsed)}
+def _request(prompt: Prompt, rid: str) -> GenerateRequest:
+    parsed = prompt.sampling
+    return GenerateRequest(
+        **prompt.source,
+        sampling=parsed.sampling,
+        request_id=rid,
+        logprobs=prompt.logprobs,
+        **parsed.constraints,
+    )
 
 
-def _stream_lines(
-    stream: TrackedStream, parsed: ParsedSampling, prompt_tokens: int
-) -> Generator[str, None, None]:
-    text, pieces = "", 0
+def _prompt_tokens(engine: Engine, prompt: Prompt) -> int:
+    ids = prompt.source.get("input_ids")
+    return len(ids) if ids is not None else engine.count_tokens(prompt.source["prompt"])
+
+
+def _cancel(answers: list[_Answer]) -> None:
+    for answer in answers:
+        answer.stream.cancel()
+
+
+def _stream_lines(answers: list[_Answer], listed: bool) -> Generator[str, None, None]:
+    if len(answers) == 1:
+        items = ((0, item) for item in answers[0].stream)
+    else:
+        items = fan_in([a.stream for a in answers])
     try:
-        for item in stream:
+        for index, item in items:
+            answer = answers[index]
+            if isinstance(item, LogprobDelta):
+                answer.log.add(item)
+                continue
             if isinstance(item, TextDelta):
-                if parsed.prefill_only or not item.text:
+                if answer.prompt.sampling.prefill_only or not item.text:
                     continue
-                text += item.text
-                pieces += 1
-                meta = {
-                    "id": stream.rid,
-                    "finish_reason": None,
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": pieces,
-                    "cached_tokens": 0,
-                }
-                yield sse({"text": text, "meta_info": meta})
-            else:
-                yield sse({"text": text, "meta_info": final_meta(stream, parsed)})
+                answer.text += item.text
+                answer.pieces += 1
+            yield sse(answer.body(index if listed else None))
     except Exception as exc:  # never cut a stream without saying why
         yield sse(stream_error(exc, openai=False))
     finally:
-        stream.close()
+        items.close()
+        for answer in answers:
+            answer.stream.close()
     yield DONE

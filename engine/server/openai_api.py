@@ -6,20 +6,34 @@ works unchanged. ``usage.prompt_tokens_details.cached_tokens`` is always reporte
 in a last chunk with empty ``choices``, as OpenAI specifies; completions send it on the final
 chunk, so that every completions chunk carries ``choices[0].text`` (SGLang's benchmark
 client reads it on every chunk).
+
+``n`` > 1 answers ``n`` choices per prompt (completions: prompt after prompt, index
+``prompt * n + sample``); each prompt is prefilled once first (``Runner.warm``). Logprobs are
+in ``openai_logprobs.py``'s shapes; streamed, each chunk holds those of its new tokens.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
-from engine.base import Engine, GenerateRequest, GenerationStats, InvalidRequest, TextDelta
+from engine.base import (
+    Engine,
+    GenerateRequest,
+    GenerationStats,
+    InvalidRequest,
+    LogprobDelta,
+    TextDelta,
+    TokenLogprob,
+)
 from engine.server.errors import stream_error
+from engine.server.fan_in import fan_in
+from engine.server.logprob_format import TokenTexts
 from engine.server.openai_schema import (
     COMPLETIONS_DEFAULT_MAX_TOKENS,
     ChatBody,
@@ -27,9 +41,11 @@ from engine.server.openai_schema import (
     CompletionBody,
     chat_messages,
     completion_prompts,
-    json_schema_for,
+    constraint_for,
+    logprobs_for,
     sampling_for,
 )
+from engine.server.openai_shapes import CHAT, TEXT, Shape
 from engine.server.running import Runner, TrackedStream, collect, new_rid
 from engine.server.sse import DONE, ClosingStreamingResponse, sse
 
@@ -45,61 +61,58 @@ def usage(stats: list[GenerationStats]) -> dict:
     }
 
 
-@dataclass(frozen=True)
-class _Shape:
-    """How one endpoint's objects look: chat (``delta``/``message``) or text completions."""
-
-    obj: str
-    chunk_obj: str
-    chat: bool
-
-    def choice(self, index: int, text: str, finish: str | None) -> dict:
-        message = {"role": "assistant", "content": text}
-        body = {"message": message} if self.chat else {"text": text}
-        return {"index": index, **body, "logprobs": None, "finish_reason": finish}
-
-    def chunk_choice(self, text: str | None, finish: str | None, first: bool = False) -> dict:
-        if not self.chat:
-            return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
-        delta: dict[str, str] = {"role": "assistant", "content": ""} if first else {}
-        if text:
-            delta["content"] = text
-        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-
-
-CHAT = _Shape("chat.completion", "chat.completion.chunk", chat=True)
-TEXT = _Shape("text_completion", "text_completion", chat=False)
-
-
 def _stream_lines(
-    stream: TrackedStream, shape: _Shape, model: str, include_usage: bool
+    streams: list[TrackedStream],
+    shape: Shape,
+    model: str,
+    rid: str,
+    include_usage: bool,
+    logprobs: Callable[[list[TokenLogprob]], dict] | None,
 ) -> Generator[str, None, None]:
     created = int(time.time())
+    pending: list[list[TokenLogprob]] = [[] for _ in streams]  # logprobs not sent yet
+    finished: list[GenerationStats] = []
 
     def chunk(choices: list[dict], **extra: Any) -> str:
-        head = {"id": stream.rid, "object": shape.chunk_obj, "created": created, "model": model}
+        head = {"id": rid, "object": shape.chunk_obj, "created": created, "model": model}
         return sse({**head, "choices": choices, **extra})
 
+    def take_logprobs(index: int) -> dict | None:
+        if logprobs is None or not pending[index]:
+            return None
+        entries, pending[index] = pending[index], []
+        return logprobs(entries)
+
     no_usage = {"usage": None} if include_usage else {}
+    items = ((0, item) for item in streams[0]) if len(streams) == 1 else fan_in(streams)
     try:
         if shape.chat:
-            yield chunk([shape.chunk_choice(None, None, first=True)], **no_usage)
-        for item in stream:
-            if isinstance(item, TextDelta):
+            for index in range(len(streams)):
+                yield chunk([shape.chunk_choice(index, None, None, first=True)], **no_usage)
+        for index, item in items:
+            if isinstance(item, LogprobDelta):
+                pending[index] += item.tokens
+            elif isinstance(item, TextDelta):
                 if item.text:
-                    yield chunk([shape.chunk_choice(item.text, None)], **no_usage)
-                continue
-            last = [shape.chunk_choice(None, item.stats.finish_reason)]
-            if shape.chat:
-                yield chunk(last, **no_usage)
-                if include_usage:
-                    yield chunk([], usage=usage([item.stats]))
+                    lp = take_logprobs(index)
+                    yield chunk([shape.chunk_choice(index, item.text, None, lp)], **no_usage)
             else:
-                yield chunk(last, **({"usage": usage([item.stats])} if include_usage else {}))
+                finished.append(item.stats)
+                lp = take_logprobs(index)
+                last = [shape.chunk_choice(index, None, item.stats.finish_reason, lp)]
+                done = len(finished) == len(streams)
+                if shape.chat or not (done and include_usage):
+                    yield chunk(last, **no_usage)
+                else:  # completions: usage rides on the final chunk
+                    yield chunk(last, usage=usage(finished))
+        if shape.chat and include_usage:
+            yield chunk([], usage=usage(finished))
     except Exception as exc:  # never cut a stream without saying why
         yield sse(stream_error(exc, openai=True))
     finally:
-        stream.close()
+        items.close()
+        for stream in streams:
+            stream.close()
     yield DONE
 
 
@@ -110,35 +123,50 @@ def build_openai_router(
     created_at = int(clock())
 
     def serve(
-        body: CommonBody, shape: _Shape, inputs: list[dict[str, Any]], max_tokens: int | None
+        body: CommonBody, shape: Shape, inputs: list[dict[str, Any]], max_tokens: int | None
     ) -> Response:
         context = engine.info().context_length
         sampling = sampling_for(body, max_tokens, context)
-        schema = json_schema_for(body)
+        constraint = constraint_for(body)
+        options = logprobs_for(body)
         model = body.model or served_model_name
+        n = body.n or 1
         if body.stream and len(inputs) > 1:
             raise InvalidRequest("streaming several prompts is not supported")
         rid = body.rid or new_rid()
-        requests = [
-            GenerateRequest(
-                **item,
-                sampling=sampling,
-                request_id=rid if len(inputs) == 1 else f"{rid}-{i}",
-                json_schema=schema,
-            )
-            for i, item in enumerate(inputs)
+        prompts = [
+            GenerateRequest(**item, sampling=sampling, logprobs=options, **constraint)
+            for item in inputs
         ]
-        if body.stream:
-            stream = runner.start(requests[0])
-            lines = _stream_lines(stream, shape, model, body.include_usage)
-            return ClosingStreamingResponse(lines, on_disconnect=stream.cancel)
+        if n > 1:
+            for prompt in prompts:
+                runner.warm(prompt)
+        single = len(prompts) == 1 and n == 1
+        requests = [
+            replace(p, request_id=rid if single else f"{rid}-{i * n + j}")
+            for i, p in enumerate(prompts)
+            for j in range(n)
+        ]
         streams = runner.start_all(requests)
+        raw = TokenTexts(engine.token_bytes)
+        lp_shape = shape.logprobs(raw, options) if options is not None else None
+        if body.stream:
+            lines = _stream_lines(streams, shape, model, rid, body.include_usage, lp_shape)
+            return ClosingStreamingResponse(lines, on_disconnect=lambda: _cancel(streams))
         try:
             results = [collect(s) for s in streams]
         finally:
             for s in streams:
                 s.close()
-        choices = [shape.choice(i, r.text, r.stats.finish_reason) for i, r in enumerate(results)]
+        choices = [
+            shape.choice(
+                i,
+                r.text,
+                r.stats.finish_reason,
+                lp_shape(r.logprobs.output) if lp_shape is not None else None,
+            )
+            for i, r in enumerate(results)
+        ]
         answer = {
             "id": rid,
             "object": shape.obj,
@@ -176,3 +204,8 @@ def build_openai_router(
         return {"object": "list", "data": [card]}
 
     return router
+
+
+def _cancel(streams: list[TrackedStream]) -> None:
+    for stream in streams:
+        stream.cancel()

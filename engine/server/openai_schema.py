@@ -6,8 +6,8 @@ cannot honour are refused unless they hold their neutral value. Defaults follow 
 ``temperature`` and ``top_p`` 1.0; chat ``max_tokens`` up to the end of the context window,
 completions ``max_tokens`` 16. OpenAI's ``frequency_penalty`` and ``presence_penalty`` and
 SGLang's extensions ``top_k``, ``min_p``, ``min_tokens`` (its name here for
-``min_new_tokens``), ``repetition_penalty``, ``ignore_eos`` and ``rid`` are honoured, with
-SGLang's ranges and messages.
+``min_new_tokens``), ``repetition_penalty``, ``ignore_eos``, ``rid``, ``regex`` and ``ebnf``
+are honoured, with SGLang's ranges and messages; so are ``n`` and ``logprobs``.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from engine.base import InvalidRequest, SamplingParams
-from engine.server.sampling import checked, top_k_value
+from engine.base import MANY_CONSTRAINTS, InvalidRequest, LogprobOptions, SamplingParams
+from engine.server.sampling import MAX_N, checked, top_k_value
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit for chat's ``top_logprobs``
 
 
 class _Body(BaseModel):
@@ -64,6 +65,8 @@ class CommonBody(_Body):
     repetition_penalty: float | None = None
     ignore_eos: bool | None = None
     rid: str | None = None
+    regex: str | None = None
+    ebnf: str | None = None
 
     @property
     def include_usage(self) -> bool:
@@ -86,10 +89,26 @@ class CompletionBody(CommonBody):
 
 
 def _check_neutral(body: CommonBody) -> None:
-    if (body.n or 1) != 1:
-        raise InvalidRequest("n: only n=1 is supported")
-    if body.logprobs:
-        raise InvalidRequest("logprobs are not supported by this engine")
+    n = 1 if body.n is None else body.n
+    if not 1 <= n <= MAX_N:
+        raise InvalidRequest(f"n must be in [1, {MAX_N}], got {n}")
+
+
+def logprobs_for(body: CommonBody) -> LogprobOptions | None:
+    """Completions: ``logprobs`` N (0 or more) reports each token's logprob and its N most
+    likely alternatives. Chat: ``logprobs: true``, with ``top_logprobs`` alternatives."""
+    if isinstance(body, ChatBody):
+        if not body.logprobs:
+            return None
+        top = body.top_logprobs or 0
+        if not 0 <= top <= MAX_TOP_LOGPROBS:
+            raise InvalidRequest(f"top_logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {top}")
+        return LogprobOptions(top_n=top)
+    if body.logprobs is None or body.logprobs is False:
+        return None
+    if body.logprobs is True or body.logprobs < 0:
+        raise InvalidRequest("logprobs must be a whole number of alternatives (0 or more)")
+    return LogprobOptions(top_n=body.logprobs)
 
 
 def sampling_for(body: CommonBody, max_tokens: int | None, context_length: int) -> SamplingParams:
@@ -120,16 +139,23 @@ def _or(value: float | None, default: float) -> float:
     return default if value is None else float(value)
 
 
-def json_schema_for(body: CommonBody) -> str | None:
+def constraint_for(body: CommonBody) -> dict[str, str | None]:
+    """The output constraint as ``GenerateRequest`` keyword arguments: ``response_format``
+    (``json_object``: any JSON object; ``json_schema``: its schema), or SGLang's extensions
+    ``regex`` and ``ebnf``; at most one of them."""
+    out: dict[str, str | None] = {"json_schema": None, "regex": body.regex, "ebnf": body.ebnf}
     fmt = body.response_format
-    if fmt is None or fmt.type == "text":
-        return None
-    if fmt.type == "json_object":
-        return json.dumps({"type": "object"})
-    schema = (fmt.json_schema or {}).get("schema")
-    if not isinstance(schema, dict):
-        raise InvalidRequest("response_format.json_schema.schema must be a JSON Schema object")
-    return json.dumps(schema)
+    if fmt is not None and fmt.type == "json_object":
+        out["json_schema"] = json.dumps({"type": "object"})
+    elif fmt is not None and fmt.type == "json_schema":
+        schema = (fmt.json_schema or {}).get("schema")
+        if not isinstance(schema, dict):
+            raise InvalidRequest("response_format.json_schema.schema must be a JSON Schema object")
+        out["json_schema"] = json.dumps(schema)
+    given = [key for key, value in out.items() if value is not None]
+    if len(given) > 1:
+        raise InvalidRequest(f"{MANY_CONSTRAINTS} Got {', '.join(given)}.")
+    return out
 
 
 def chat_messages(body: ChatBody) -> tuple[tuple[str, str], ...]:

@@ -18,9 +18,11 @@ from engine.base import (
     Engine,
     GenerateRequest,
     GenerationStats,
+    LogprobDelta,
     StreamItem,
     TextDelta,
 )
+from engine.server.logprob_format import LogprobLog
 from engine.server.metrics import ServerMetrics
 from engine.stream import EngineStream
 
@@ -66,19 +68,23 @@ class Result:
     text: str
     stats: GenerationStats
     latency_s: float
+    logprobs: LogprobLog  # empty unless the request asked for logprobs
 
 
 def collect(stream: TrackedStream) -> Result:
     """Read a whole stream (a non-streamed request)."""
     parts: list[str] = []
+    log = LogprobLog()
     try:
         for item in stream:
             if isinstance(item, TextDelta):
                 parts.append(item.text)
+            elif isinstance(item, LogprobDelta):
+                log.add(item)
     finally:
         stream.close()
     assert stream.stats is not None
-    return Result("".join(parts), stream.stats, stream.latency_s)
+    return Result("".join(parts), stream.stats, stream.latency_s, log)
 
 
 class Runner:
@@ -100,6 +106,24 @@ class Runner:
         with self._lock:
             self._inflight.add(rid)
         return TrackedStream(self, rid, iter(items), started_at)
+
+    def warm(self, request: GenerateRequest) -> None:
+        """Prefill ``request``'s prompt into the prefix cache and wait for it (a one-token,
+        greedy, unconstrained run whose output is dropped): what SGLang does before it starts
+        ``n`` > 1 samples of one prompt, so that they share a prompt prefilled once."""
+        sampling = replace(
+            request.sampling, max_new_tokens=1, min_new_tokens=0, temperature=0.0, ignore_eos=True
+        )
+        plain = replace(
+            request,
+            sampling=sampling,
+            request_id=new_rid(),
+            json_schema=None,
+            regex=None,
+            ebnf=None,
+            logprobs=None,
+        )
+        collect(self.start(plain))
 
     def start_all(self, requests: list[GenerateRequest]) -> list[TrackedStream]:
         """Submit a batch; when one is refused, the ones already submitted are cancelled."""

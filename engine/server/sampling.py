@@ -5,6 +5,8 @@ Defaults follow SGLang (``max_new_tokens`` 128, ``temperature`` 1.0, ``top_k`` -
 with SGLang's own messages (``engine.base.sampling_problem``). Unknown keys are refused.
 Parameters the engine cannot honour are accepted only at their neutral value and refused
 otherwise, so a client never silently gets different sampling from what it asked for.
+At most one of the constraints ``json_schema``, ``regex`` and ``ebnf`` is set. ``n`` asks for
+parallel samples of the prompt (the route runs them; the prompt is prefilled once).
 ``stream_interval`` (how often SGLang flushes a stream) is accepted and ignored: it does not
 change the output.
 """
@@ -14,24 +16,29 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from engine.base import TOP_K_ALL, InvalidRequest, SamplingParams, sampling_problem
+from engine.base import (
+    MANY_CONSTRAINTS,
+    TOP_K_ALL,
+    InvalidRequest,
+    SamplingParams,
+    sampling_problem,
+)
 
 DEFAULT_MAX_NEW_TOKENS = 128
+MAX_N = 64  # parallel samples of one prompt (each is a request in the engine's queue)
 TOP_K_WHOLE = 1 << 30  # SGLang's other spelling of "the whole vocabulary"
 
 HANDLED = frozenset(
     {
         "max_new_tokens", "temperature", "top_p", "top_k", "stop", "stop_token_ids",
-        "ignore_eos", "json_schema", "sampling_seed", "stream_interval", "n", "min_p",
-        "frequency_penalty", "presence_penalty", "repetition_penalty", "min_new_tokens",
+        "ignore_eos", "json_schema", "regex", "ebnf", "sampling_seed", "stream_interval", "n",
+        "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty", "min_new_tokens",
     }
 )  # fmt: skip
 NEUTRAL: dict[str, tuple[object, ...]] = {
     "skip_special_tokens": (True,),
     "spaces_between_special_tokens": (True,),
     "no_stop_trim": (False,),
-    "regex": (),
-    "ebnf": (),
     "structural_tag": (),
     "stop_regex": ("", ()),
     "custom_params": ((),),
@@ -45,6 +52,14 @@ class ParsedSampling:
     json_schema: str | None
     prefill_only: bool  # max_new_tokens was 0
     max_new_tokens: int  # as asked (0 for prefill only)
+    regex: str | None = None
+    ebnf: str | None = None
+    n: int = 1  # parallel samples of one prompt
+
+    @property
+    def constraints(self) -> dict[str, str | None]:
+        """The output constraint as ``GenerateRequest`` keyword arguments."""
+        return {"json_schema": self.json_schema, "regex": self.regex, "ebnf": self.ebnf}
 
 
 def _number(params: dict, key: str, default: float) -> float:
@@ -80,8 +95,11 @@ def _check_neutral(params: dict) -> None:
         value = params.get(key)
         if value is None or value in neutral or (isinstance(value, list | dict) and not value):
             continue
-        if key in ("regex", "ebnf", "structural_tag", "stop_regex"):
-            raise InvalidRequest(f"sampling_params.{key} is not supported (use json_schema)")
+        if key in ("structural_tag", "stop_regex"):
+            raise InvalidRequest(
+                f"sampling_params.{key} is not supported by this engine "
+                "(json_schema, regex and ebnf are)"
+            )
         raise InvalidRequest(f"sampling_params.{key}={value!r} is not supported by this engine")
 
 
@@ -112,8 +130,10 @@ def parse_sampling(
     if unknown:
         raise InvalidRequest(f"unknown sampling_params: {', '.join(unknown)}")
     _check_neutral(params)
-    if (_int(params, "n") or 1) != 1:
-        raise InvalidRequest("sampling_params.n: only n=1 is supported")
+    n = _int(params, "n")
+    n = 1 if n is None else n
+    if not 1 <= n <= MAX_N:
+        raise InvalidRequest(f"sampling_params.n must be in [1, {MAX_N}], got {n}")
     if params.get("stop_token_ids"):
         raise InvalidRequest("sampling_params.stop_token_ids is not supported by this engine")
     _int(params, "stream_interval")
@@ -128,9 +148,14 @@ def parse_sampling(
     ignore_eos = params.get("ignore_eos")
     if ignore_eos is not None and not isinstance(ignore_eos, bool):
         raise InvalidRequest("sampling_params.ignore_eos must be a boolean")
-    schema = params.get("json_schema")
-    if schema is not None and not isinstance(schema, str):
-        raise InvalidRequest("sampling_params.json_schema must be a string (JSON text)")
+    grammars = {key: params.get(key) for key in ("json_schema", "regex", "ebnf")}
+    for key, value in grammars.items():
+        if value is not None and not isinstance(value, str):
+            raise InvalidRequest(f"sampling_params.{key} must be a string")
+        grammars[key] = value or None  # an empty string is unset, as in SGLang
+    given = [key for key, value in grammars.items() if value is not None]
+    if len(given) > 1:
+        raise InvalidRequest(f"{MANY_CONSTRAINTS} Got {', '.join(given)}.")
 
     prefill_only = max_new == 0
     asked = SamplingParams(
@@ -150,4 +175,12 @@ def parse_sampling(
     checked(asked)
     # prefill only runs one step (the engine generates at least one token) and drops it
     sampling = replace(asked, max_new_tokens=1) if prefill_only else asked
-    return ParsedSampling(sampling, schema, prefill_only, max_new or 0)
+    return ParsedSampling(
+        sampling,
+        grammars["json_schema"],
+        prefill_only,
+        max_new or 0,
+        regex=grammars["regex"],
+        ebnf=grammars["ebnf"],
+        n=n,
+    )

@@ -47,6 +47,7 @@ from engine.sglang.client_stream import (
     generate_body,
 )
 from engine.sglang.metrics_scrape import contract_metrics
+from engine.token_bytes import is_byte_level, token_bytes, token_texts
 
 
 class SGLangEngine:
@@ -78,6 +79,7 @@ class SGLangEngine:
         self._tokenizer_spec = tokenizer
         self._tokenizer: Any = None if isinstance(tokenizer, str | Path | None) else tokenizer
         self._lock = threading.Lock()
+        self._byte_level: bool | None = None  # whether tokens spell bytes (found when asked)
 
     # ---- generation -----------------------------------------------------------------------
 
@@ -217,6 +219,15 @@ class SGLangEngine:
 
     def count_tokens(self, text: str) -> int:
         return len(self.encode(text))
+
+    def token_texts(self, ids: list[int]) -> list[str]:
+        return token_texts(self.tokenizer(), ids)
+
+    def token_bytes(self, ids: list[int]) -> list[bytes]:
+        tokenizer = self.tokenizer()
+        if self._byte_level is None:
+            self._byte_level = is_byte_level(tokenizer)
+        return token_bytes(tokenizer, ids, self._byte_level)
 
     def tokenizer(self) -> Any:
         """The local tokenizer, loaded once (see the module docstring for where from)."""

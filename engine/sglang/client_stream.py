@@ -28,6 +28,7 @@ from engine.base import (
     StreamItem,
     TextDelta,
 )
+from engine.sglang.logprob_reader import LogprobReader
 from engine.stream import EngineStream
 
 REPLACEMENT = "\ufffd"  # what a detokenizer shows for a UTF-8 character cut in the middle
@@ -84,6 +85,8 @@ def generate_body(
             "sampling_seed": s.seed,
             "ignore_eos": s.ignore_eos,
             "json_schema": request.json_schema,
+            "regex": request.regex,
+            "ebnf": request.ebnf,
             # SGLang's own names and meanings (engine.base.SamplingParams)
             "top_k": s.top_k,
             "min_p": s.min_p,
@@ -93,6 +96,13 @@ def generate_body(
             "min_new_tokens": s.min_new_tokens,
         },
     }
+    request.constraint()  # at most one, refused here in SGLang's words
+    options = request.logprobs
+    if options is not None:
+        body["return_logprob"] = True
+        body["logprob_start_len"] = options.start_len
+        body["top_logprobs_num"] = options.top_n
+        body["token_ids_logprob"] = list(options.token_ids) or None
     if request.input_ids is not None:
         body["input_ids"] = list(request.input_ids)
     elif request.messages is not None:
@@ -193,12 +203,14 @@ class SGLangStream(EngineStream):
         sent = ""
         ttft: float | None = None
         meta: dict[str, Any] = {}
+        logprobs = LogprobReader()
         for index, event in enumerate(lines):
             if index == 0:
                 raise_for_error_event(event)
             if "error" in event:
                 raise EngineError(f"SGLang failed mid-stream: {_error_text(event['error'])}")
             meta = event.get("meta_info") or meta
+            yield from logprobs.read(meta)
             text = str(event.get("text") or "")
             if not meta.get("finish_reason"):
                 text = text.rstrip(REPLACEMENT)  # hold back a cut character until it is whole

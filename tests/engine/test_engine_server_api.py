@@ -111,8 +111,8 @@ def test_openai_errors_use_openai_shape(http: httpx.Client) -> None:
     assert r.status_code == 400
     err = r.json()["error"]
     assert err["type"] == "invalid_request_error" and "messages" in err["message"]
-    r = http.post("/v1/completions", json={"model": MODEL, "prompt": "x", "n": 3})
-    assert r.status_code == 400 and "n=1" in r.json()["error"]["message"]
+    r = http.post("/v1/completions", json={"model": MODEL, "prompt": "x", "n": 65})
+    assert r.status_code == 400 and "n must be in" in r.json()["error"]["message"]
 
 
 # ---- health, info, cache, abort ----------------------------------------------------------
