@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from engine.base import InvalidRequest
-from engine.embedded.grammar import GrammarCompiler, GrammarViolation, GrammarConstraint, mask_rows
+from engine.embedded.grammar import GrammarCompiler, GrammarConstraint, GrammarViolation, mask_rows
 
 MAX_TOKENS = 80
 

@@ -85,9 +85,7 @@ def test_greedy_logprobs_match_transformers_in_float32(fp32: EmbeddedEngine, ref
     full = ids + [t.token_id for t in output_lp]
     ref, _ = reference(full)
     entries = prompt_lp + output_lp
-    worst = max(
-        abs(entries[p].logprob - ref[p - 1, full[p]].item()) for p in range(1, len(full))
-    )
+    worst = max(abs(entries[p].logprob - ref[p - 1, full[p]].item()) for p in range(1, len(full)))
     assert worst < 1e-3, worst
     for t in output_lp:  # greedy: the chosen token is the most likely one
         assert t.top[0][0] == t.token_id and t.top[0][1] == pytest.approx(t.logprob)
