@@ -10,6 +10,8 @@ client reads it on every chunk).
 ``n`` > 1 answers ``n`` choices per prompt (completions: prompt after prompt, index
 ``prompt * n + sample``); each prompt is prefilled once first (``Runner.warm``). Logprobs are
 in ``openai_logprobs.py``'s shapes; streamed, each chunk holds those of its new tokens.
+Completions' ``echo`` puts the prompt before the answer (streamed: in a first chunk), and
+with ``logprobs`` the prompt's tokens before the answer's (the first without a logprob).
 """
 
 from __future__ import annotations
@@ -68,7 +70,10 @@ def _stream_lines(
     rid: str,
     include_usage: bool,
     logprobs: Callable[[list[TokenLogprob]], dict] | None,
+    echoes: list[str] | None,
 ) -> Generator[str, None, None]:
+    """``echoes``: each stream's prompt text, sent first (completions' ``echo``), with the
+    prompt's logprobs when they were asked for."""
     created = int(time.time())
     pending: list[list[TokenLogprob]] = [[] for _ in streams]  # logprobs not sent yet
     finished: list[GenerationStats] = []
@@ -89,8 +94,14 @@ def _stream_lines(
         if shape.chat:
             for index in range(len(streams)):
                 yield chunk([shape.chunk_choice(index, None, None, first=True)], **no_usage)
+        if echoes is not None and logprobs is None:
+            for index, echo in enumerate(echoes):
+                yield chunk([shape.chunk_choice(index, echo, None)], **no_usage)
         for index, item in items:
-            if isinstance(item, LogprobDelta):
+            if isinstance(item, LogprobDelta) and item.prompt and echoes is not None:
+                lp = logprobs(list(item.tokens)) if logprobs is not None else None
+                yield chunk([shape.chunk_choice(index, echoes[index], None, lp)], **no_usage)
+            elif isinstance(item, LogprobDelta):
                 pending[index] += item.tokens
             elif isinstance(item, TextDelta):
                 if item.text:
@@ -123,7 +134,11 @@ def build_openai_router(
     created_at = int(clock())
 
     def serve(
-        body: CommonBody, shape: Shape, inputs: list[dict[str, Any]], max_tokens: int | None
+        body: CommonBody,
+        shape: Shape,
+        inputs: list[dict[str, Any]],
+        max_tokens: int | None,
+        echo: bool = False,
     ) -> Response:
         context = engine.info().context_length
         sampling = sampling_for(body, max_tokens, context)
@@ -147,11 +162,12 @@ def build_openai_router(
             for i, p in enumerate(prompts)
             for j in range(n)
         ]
+        echoes = [_prompt_text(engine, item) for item in inputs for _ in range(n)] if echo else None
         streams = runner.start_all(requests)
         raw = TokenTexts(engine.token_bytes)
         lp_shape = shape.logprobs(raw, options) if options is not None else None
         if body.stream:
-            lines = _stream_lines(streams, shape, model, rid, body.include_usage, lp_shape)
+            lines = _stream_lines(streams, shape, model, rid, body.include_usage, lp_shape, echoes)
             return ClosingStreamingResponse(lines, on_disconnect=lambda: _cancel(streams))
         try:
             results = [collect(s) for s in streams]
@@ -161,9 +177,9 @@ def build_openai_router(
         choices = [
             shape.choice(
                 i,
-                r.text,
+                (echoes[i] if echoes else "") + r.text,
                 r.stats.finish_reason,
-                lp_shape(r.logprobs.output) if lp_shape is not None else None,
+                lp_shape(r.logprobs.prompt + r.logprobs.output) if lp_shape is not None else None,
             )
             for i, r in enumerate(results)
         ]
@@ -189,7 +205,7 @@ def build_openai_router(
     def completions(body: CompletionBody) -> Response:
         inputs = completion_prompts(body)
         max_tokens = COMPLETIONS_DEFAULT_MAX_TOKENS if body.max_tokens is None else body.max_tokens
-        return serve(body, TEXT, inputs, max_tokens)
+        return serve(body, TEXT, inputs, max_tokens, echo=bool(body.echo))
 
     @router.get("/models")
     def models() -> dict:
@@ -204,6 +220,13 @@ def build_openai_router(
         return {"object": "list", "data": [card]}
 
     return router
+
+
+def _prompt_text(engine: Engine, item: dict[str, Any]) -> str:
+    """A completions prompt as text: as given, or its token ids' bytes decoded."""
+    if "prompt" in item:
+        return item["prompt"]
+    return b"".join(engine.token_bytes(list(item["input_ids"]))).decode("utf-8", "replace")
 
 
 def _cancel(streams: list[TrackedStream]) -> None:

@@ -2,7 +2,8 @@
 
 - Completions: ``{"tokens", "token_logprobs", "top_logprobs", "text_offset"}``, one entry per
   token; ``top_logprobs`` holds a ``{token: logprob}`` map per token (``[]`` when
-  ``logprobs`` is 0); ``text_offset`` is -1 (SGLang does not compute it). A token holding
+  ``logprobs`` is 0; null for an echoed prompt's first token, which has no logprob);
+  ``text_offset`` is -1 (SGLang does not compute it). A token holding
   part of a UTF-8 character is written as its bytes read as Latin-1, so no byte is lost.
 - Chat: ``{"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob",
   "bytes"}]}]}``.
@@ -29,8 +30,14 @@ def completion_logprobs(entries: list[TokenLogprob], raw: TokenTexts, top: bool)
         "text_offset": [-1] * len(entries),
         "token_logprobs": [t.logprob for t in entries],
         "tokens": [_text(raw(t.token_id)) for t in entries],
-        "top_logprobs": [{_text(raw(i)): lp for i, lp in t.top} for t in entries] if top else [],
+        "top_logprobs": [_top(t, raw) for t in entries] if top else [],
     }
+
+
+def _top(entry: TokenLogprob, raw: TokenTexts) -> dict[str, float] | None:
+    if entry.logprob is None:  # the prompt's first token (echo): nothing to rank
+        return None
+    return {_text(raw(i)): lp for i, lp in entry.top}
 
 
 def chat_logprobs(entries: list[TokenLogprob], raw: TokenTexts) -> dict:

@@ -96,7 +96,8 @@ def _check_neutral(body: CommonBody) -> None:
 
 def logprobs_for(body: CommonBody) -> LogprobOptions | None:
     """Completions: ``logprobs`` N (0 or more) reports each token's logprob and its N most
-    likely alternatives. Chat: ``logprobs: true``, with ``top_logprobs`` alternatives."""
+    likely alternatives (with ``echo``, the prompt's tokens' too). Chat: ``logprobs: true``,
+    with ``top_logprobs`` alternatives."""
     if isinstance(body, ChatBody):
         if not body.logprobs:
             return None
@@ -108,7 +109,9 @@ def logprobs_for(body: CommonBody) -> LogprobOptions | None:
         return None
     if body.logprobs is True or body.logprobs < 0:
         raise InvalidRequest("logprobs must be a whole number of alternatives (0 or more)")
-    return LogprobOptions(top_n=body.logprobs)
+    # echo: the prompt's tokens are reported too, the first without a logprob
+    start = 0 if isinstance(body, CompletionBody) and body.echo else -1
+    return LogprobOptions(start_len=start, top_n=body.logprobs)
 
 
 def sampling_for(body: CommonBody, max_tokens: int | None, context_length: int) -> SamplingParams:
@@ -180,8 +183,6 @@ def chat_messages(body: ChatBody) -> tuple[tuple[str, str], ...]:
 
 def completion_prompts(body: CompletionBody) -> list[dict[str, Any]]:
     """Each prompt as GenerateRequest keyword arguments (text, or token ids)."""
-    if body.echo:
-        raise InvalidRequest("echo is not supported by this engine")
     if body.suffix:
         raise InvalidRequest("suffix is not supported by this engine")
     if (body.best_of or 1) != 1:

@@ -119,3 +119,26 @@ def test_bad_v1_logprob_requests_are_400(http: httpx.Client, body: dict, needle:
     r = http.post("/v1/completions", json={"model": MODEL, **body})
     assert r.status_code == 400, r.text
     assert needle in r.json()["error"]["message"]
+
+
+def test_completions_echo_scores_the_prompt(oai: openai.OpenAI, engine) -> None:  # noqa: ANN001
+    ids = engine.encode(PROMPT)
+    out = oai.completions.create(
+        model=MODEL, prompt=PROMPT, max_tokens=2, temperature=0, logprobs=1, echo=True
+    )
+    choice = out.choices[0]
+    assert choice.text.startswith(PROMPT)
+    lp = choice.logprobs
+    assert len(lp.tokens) == len(ids) + out.usage.completion_tokens
+    assert lp.token_logprobs[0] is None and all(v <= 0 for v in lp.token_logprobs[1:])
+    assert lp.top_logprobs[0] is None and len(lp.top_logprobs[1]) == 1
+    chunks = list(
+        oai.completions.create(
+            model=MODEL, prompt=PROMPT, max_tokens=2, temperature=0, echo=True, stream=True
+        )
+    )
+    assert chunks[0].choices[0].text == PROMPT
+    assert "".join(c.choices[0].text for c in chunks) == choice.text
+    # token ids echo as their text
+    by_ids = oai.completions.create(model=MODEL, prompt=ids, max_tokens=1, echo=True)
+    assert by_ids.choices[0].text.startswith(PROMPT)
