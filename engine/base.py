@@ -112,9 +112,17 @@ CONSTRAINT_NAMES = ("json_schema", "regex", "ebnf")
 MANY_CONSTRAINTS = "Only one of json_schema, regex, ebnf, or structural_tag can be set."
 
 
-def logprob_problem(options: LogprobOptions, prompt_len: int, vocab_size: int) -> str | None:
-    """What a request with ``options`` and a prompt of ``prompt_len`` tokens may not ask, in
-    words naming the parameter (SGLang's where it has them); None if valid."""
+MAX_LOGPROB_ENTRIES = 1_000_000  # alternatives one request may ask for, over all its positions
+
+
+def logprob_problem(
+    options: LogprobOptions, prompt_len: int, vocab_size: int, max_new_tokens: int
+) -> str | None:
+    """What a request with ``options``, a prompt of ``prompt_len`` tokens and up to
+    ``max_new_tokens`` new ones may not ask, in words naming the parameter (SGLang's where it
+    has them); None if valid. Besides SGLang's checks, the alternatives asked for over all
+    reported positions are bounded (``MAX_LOGPROB_ENTRIES``), so one request cannot make
+    the server build and send gigabytes."""
     start = options.start_len
     if start < -1:
         return f"logprob_start_len must be -1 (no prompt logprobs) or at least 0, got {start}."
@@ -132,6 +140,15 @@ def logprob_problem(options: LogprobOptions, prompt_len: int, vocab_size: int) -
                 f"token_ids_logprob contains out-of-vocabulary token id {token_id}; "
                 f"valid range is [0, {vocab_size})."
             )
+    positions = (prompt_len - start if start >= 0 else 0) + max_new_tokens
+    entries = positions * (options.top_n + len(options.token_ids))
+    if entries > MAX_LOGPROB_ENTRIES:
+        return (
+            f"top_logprobs_num ({options.top_n}) and token_ids_logprob "
+            f"({len(options.token_ids)} ids) over {positions} reported tokens ask for "
+            f"{entries:,} logprobs, over the limit of {MAX_LOGPROB_ENTRIES:,}; ask for fewer "
+            "alternatives, a later logprob_start_len or a lower max_new_tokens."
+        )
     return None
 
 
@@ -222,6 +239,9 @@ class EngineInfo:
     # prefix-cache granularity: a shared prefix is reused in whole pages of this many tokens
     # (1: every shared token; SGLang's ``--page-size``; vLLM's block size)
     cache_page_tokens: int = 1
+    # requests the engine holds at once, running and waiting (0: not known); more are refused
+    # as busy
+    max_requests: int = 0
     # how the backend computes, in words (e.g. the embedded engine's runner and attention)
     runtime: str = ""
 

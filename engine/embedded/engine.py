@@ -197,6 +197,7 @@ class EmbeddedEngine:
             dtype=str(self._dtype).removeprefix("torch."),
             cache_page_tokens=1,  # the radix cache matches token by token
             runtime=self.runtime,
+            max_requests=self._scheduler.max_running + self.max_queue,
         )
 
     def metrics(self) -> dict[str, float]:
@@ -249,7 +250,12 @@ class EmbeddedEngine:
         options = request.logprobs
         if options is None:
             return None
-        problem = logprob_problem(options, prompt_len, int(self.model.config.vocab_size))
+        problem = logprob_problem(
+            options,
+            prompt_len,
+            int(self.model.config.vocab_size),
+            min(request.sampling.max_new_tokens, self.context_length - prompt_len),
+        )
         if problem:
             raise InvalidRequest(problem)
         return options

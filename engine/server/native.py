@@ -31,7 +31,7 @@ from engine.server.errors import stream_error
 from engine.server.fan_in import fan_in
 from engine.server.logprob_format import LogprobLog, TokenTexts, native_logprobs
 from engine.server.native_body import GenerateBody, Prompt, parse_body
-from engine.server.running import Runner, TrackedStream, collect, new_rid
+from engine.server.running import Runner, TrackedStream, check_fits, collect, new_rid
 from engine.server.sse import DONE, ClosingStreamingResponse, sse
 
 
@@ -98,8 +98,10 @@ def build_native_router(engine: Engine, runner: Runner) -> APIRouter:
 
     @router.post("/generate", response_model=None)
     def generate(body: GenerateBody) -> Response:
-        prompts, batch = parse_body(body, engine.info().context_length)
+        info = engine.info()
+        prompts, batch = parse_body(body, info.context_length)
         n = prompts[0].sampling.n
+        check_fits(n, len(prompts), info.max_requests)
         texts = engine.token_texts if body.return_text_in_logprobs else None
         if n > 1:
             for prompt in prompts:

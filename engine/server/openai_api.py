@@ -48,7 +48,7 @@ from engine.server.openai_schema import (
     sampling_for,
 )
 from engine.server.openai_shapes import CHAT, TEXT, Shape
-from engine.server.running import Runner, TrackedStream, collect, new_rid
+from engine.server.running import Runner, TrackedStream, check_fits, collect, new_rid
 from engine.server.sse import DONE, ClosingStreamingResponse, sse
 
 
@@ -140,14 +140,15 @@ def build_openai_router(
         max_tokens: int | None,
         echo: bool = False,
     ) -> Response:
-        context = engine.info().context_length
-        sampling = sampling_for(body, max_tokens, context)
+        info = engine.info()
+        sampling = sampling_for(body, max_tokens, info.context_length)
         constraint = constraint_for(body)
         options = logprobs_for(body)
         model = body.model or served_model_name
         n = body.n or 1
         if body.stream and len(inputs) > 1:
             raise InvalidRequest("streaming several prompts is not supported")
+        check_fits(n, len(inputs), info.max_requests)
         rid = body.rid or new_rid()
         prompts = [
             GenerateRequest(**item, sampling=sampling, logprobs=options, **constraint)

@@ -18,6 +18,7 @@ from engine.base import (
     Engine,
     GenerateRequest,
     GenerationStats,
+    InvalidRequest,
     LogprobDelta,
     StreamItem,
     TextDelta,
@@ -29,6 +30,16 @@ from engine.stream import EngineStream
 
 def new_rid() -> str:
     return uuid.uuid4().hex
+
+
+def check_fits(n: int, prompts: int, capacity: int) -> None:
+    """Refuse ``n`` samples of ``prompts`` prompts that the engine could never hold at once
+    (``capacity``: ``EngineInfo.max_requests``, 0 when unknown): busy would never clear."""
+    if n > 1 and capacity and n * prompts > capacity:
+        raise InvalidRequest(
+            f"n={n} samples of {prompts} prompt(s) are {n * prompts} requests; this engine holds "
+            f"at most {capacity} at once: ask for fewer samples"
+        )
 
 
 class TrackedStream(EngineStream):

@@ -157,3 +157,10 @@ def test_regex_and_ebnf_over_http(http: httpx.Client) -> None:
     )
     assert out["text"] in ("yes", "no")
     assert out["meta_info"]["finish_reason"]["type"] == "stop"
+
+
+def test_n_beyond_what_the_engine_holds_is_a_clear_400(http: httpx.Client, engine) -> None:  # noqa: ANN001
+    capacity = engine.info().max_requests
+    body = {"text": "x", "sampling_params": {"max_new_tokens": 1, "n": capacity + 1}}
+    r = http.post("/generate", json=body)
+    assert r.status_code == 400 and "ask for fewer samples" in r.json()["error"]["message"]

@@ -160,6 +160,8 @@ def test_no_logprob_items_unless_asked(fp32: EmbeddedEngine) -> None:
         (LogprobOptions(top_n=10**7), "top_logprobs_num"),
         (LogprobOptions(token_ids=(-1,)), "token_ids_logprob"),
         (LogprobOptions(token_ids=(10**8,)), "token_ids_logprob"),
+        # every vocabulary entry at each of ~40 positions: millions of entries to build
+        (LogprobOptions(start_len=0, top_n=49152), "over the limit"),
     ],
 )
 def test_bad_logprob_options_are_refused_before_any_work(
