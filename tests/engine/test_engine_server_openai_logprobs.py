@@ -97,11 +97,27 @@ def test_constraints_on_v1(http: httpx.Client) -> None:
     chat = {
         "model": MODEL,
         "messages": [{"role": "user", "content": "Give me a JSON object."}],
-        "max_tokens": 40,
+        "max_tokens": 12,
         "response_format": {"type": "json_object"},
     }
+    # any JSON object: this model's objects run on past a few tokens, so only the start is
+    # certain here (a closed object is checked with a bounded schema below)
     text = http.post("/v1/chat/completions", json=chat).json()["choices"][0]["message"]["content"]
-    assert isinstance(json.loads(text), dict)
+    assert text.lstrip().startswith("{"), text
+    schema = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"],
+        "additionalProperties": False,
+    }
+    chat["response_format"] = {
+        "type": "json_schema",
+        "json_schema": {"name": "t", "schema": schema},
+    }
+    chat["max_tokens"] = 40
+    choice = http.post("/v1/chat/completions", json=chat).json()["choices"][0]
+    assert choice["finish_reason"] == "stop"
+    assert isinstance(json.loads(choice["message"]["content"])["ok"], bool)
     both = {**body, "ebnf": 'root ::= "a"'}
     r = http.post("/v1/completions", json=both)
     assert r.status_code == 400 and "Only one of" in r.json()["error"]["message"]
