@@ -1,4 +1,5 @@
-"""The ``appliance`` command: serve, ingest, bench, doctor, users."""
+"""The ``appliance`` command: serve, ingest, bench, doctor, users (backup and restore in
+``ops.py``, cluster in ``cluster.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import logging
 import sys
 from pathlib import Path
 
+from appliance.cli.cluster import register as register_cluster
 from appliance.cli.ops import register as register_ops
+from appliance.cli.serving import serve
 from appliance.core.config import AppConfig, ConfigError, load_config
 
 
@@ -23,26 +26,7 @@ def _config(args: argparse.Namespace) -> AppConfig:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from appliance.wiring.appliance import build_appliance
-    from appliance.wiring.web import build_web_app
-
-    config = _config(args)
-    print(f"starting the appliance (profile {config.profile}); first start prepares the models")
-    appliance = build_appliance(config)
-    if appliance.first_admin_password:
-        print(
-            f"\n  First admin account created: {config.bootstrap.admin_username} / "
-            f"{appliance.first_admin_password}\n  (shown once; change it after logging in)\n"
-        )
-    app = build_web_app(appliance)
-    print(f"serving on http://{config.server.host}:{config.server.port}", flush=True)
-    try:
-        uvicorn.run(app, host=config.server.host, port=config.server.port, log_level="warning")
-    finally:
-        appliance.close()
-    return 0
+    return serve(_config(args))
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -258,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_users)
 
     register_ops(sub)  # backup and restore (``appliance.cli.ops``)
+    register_cluster(sub)  # cluster up and down (``appliance.cli.cluster``)
     return parser
 
 

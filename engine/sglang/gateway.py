@@ -8,7 +8,15 @@ its ``launch`` subcommand starts the router alone in front of existing workers::
 
 (flag names as defined in smg's ``bindings/python/src/smg/router_args.py``; the older
 ``python -m sglang_router.launch_router`` entry belongs to the pre-rename package). The appliance
-uses ``python -m smg launch`` so the unit needs no console script on ``PATH``.
+uses ``python -m smg launch`` so the unit needs no console script on ``PATH``. The router
+renames its process ``smg::router``.
+
+Health checks, retries and the metrics listener are set here, not left at smg 1.13.0's
+defaults (seen on this machine): its default health check runs every 60 s and needs 3
+failures, so a dead worker stayed "healthy" for 178 s, and a restarted one took 120 s to
+rejoin; its Prometheus listener binds 0.0.0.0. Here a worker is marked down after two failed
+checks 3 s apart, back up after one good check, a request is retried twice on another worker,
+a worker not up at start is looked for every 2 s, and metrics listen on loopback.
 """
 
 from __future__ import annotations
@@ -31,6 +39,17 @@ class GatewayConfig:
     balance_abs_threshold: int = 64
     balance_rel_threshold: float = 1.5
     python: str = "python"
+    health_check_interval_s: int = 3
+    health_check_timeout_s: int = 2
+    health_failure_threshold: int = 2
+    health_success_threshold: int = 1
+    retry_max_retries: int = 2
+    worker_startup_check_interval_s: int = 2
+    worker_startup_timeout_s: int = 1800
+    request_timeout_s: int = 1800
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 0  # 0: the gateway's port + 1
+    log_level: str = "warn"
 
     def __post_init__(self) -> None:
         if not self.worker_urls:
@@ -45,6 +64,11 @@ class GatewayConfig:
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """The gateway's own Prometheus metrics."""
+        return f"http://{self.metrics_host}:{self.metrics_port or self.port + 1}/metrics"
 
     def argv(self) -> tuple[str, ...]:
         """The gateway command line."""
@@ -67,6 +91,28 @@ class GatewayConfig:
             str(self.balance_abs_threshold),
             "--balance-rel-threshold",
             f"{self.balance_rel_threshold:g}",
+            "--health-check-interval-secs",
+            str(self.health_check_interval_s),
+            "--health-check-timeout-secs",
+            str(self.health_check_timeout_s),
+            "--health-failure-threshold",
+            str(self.health_failure_threshold),
+            "--health-success-threshold",
+            str(self.health_success_threshold),
+            "--retry-max-retries",
+            str(self.retry_max_retries),
+            "--worker-startup-check-interval",
+            str(self.worker_startup_check_interval_s),
+            "--worker-startup-timeout-secs",
+            str(self.worker_startup_timeout_s),
+            "--request-timeout-secs",
+            str(self.request_timeout_s),
+            "--prometheus-host",
+            self.metrics_host,
+            "--prometheus-port",
+            str(self.metrics_port or self.port + 1),
+            "--log-level",
+            self.log_level,
         )
 
     def command(self) -> str:
