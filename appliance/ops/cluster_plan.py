@@ -52,18 +52,26 @@ def plan_cluster(
     policy: str = "cache_aware",
     remote: tuple[str, ...] = (),
     python: str = sys.executable,
+    worker_ports: tuple[int, ...] = (),
+    metrics_port: int = 0,
 ) -> ClusterPlan:
-    """``workers`` local workers on ``base_port``, ``base_port + 1``, ... sharing ``cpus``
-    threads (at least one each), or none with ``remote`` URLs; the gateway on
-    ``gateway_port`` (its metrics on the next port)."""
+    """``workers`` local workers on ``base_port``, ``base_port + 1``, ... (or on
+    ``worker_ports``) sharing ``cpus`` threads (at least one each), or none with ``remote``
+    URLs; the gateway on ``gateway_port``, its metrics on ``metrics_port`` (0: the next
+    port)."""
     if remote:
         local: tuple[WorkerSpec, ...] = ()
         urls = remote
     else:
         if workers < 1:
             raise ValueError("a cluster needs at least one worker")
-        taken = {gateway_port, gateway_port + 1}
-        ports = [p for p in range(base_port, base_port + workers + 2) if p not in taken][:workers]
+        taken = {gateway_port, metrics_port or gateway_port + 1}
+        ports = (
+            list(worker_ports)
+            or [p for p in range(base_port, base_port + workers + 2) if p not in taken][:workers]
+        )
+        if len(ports) != workers or taken & set(ports):
+            raise ValueError(f"{workers} worker ports are needed, apart from the gateway's")
         threads = max(1, cpus // workers)
         local = tuple(
             _worker(i, port, threads, model_dir, served_model_name, config_path, python)

@@ -208,7 +208,11 @@ class SGLangStream(EngineStream):
             if index == 0:
                 raise_for_error_event(event)
             if "error" in event:
-                raise EngineError(f"SGLang failed mid-stream: {_error_text(event['error'])}")
+                # the server (or the gateway, when the worker under it died) gave up on the
+                # answer: for the reader, the engine became unavailable mid-answer
+                raise EngineUnavailable(
+                    f"the engine stopped mid-answer: {_error_text(event['error'])}"
+                )
             meta = event.get("meta_info") or meta
             yield from logprobs.read(meta)
             text = str(event.get("text") or "")
