@@ -9,8 +9,12 @@ import os
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from appliance.core.config import AppConfig, load_config
+
+if TYPE_CHECKING:
+    from appliance.ops.cluster_plan import ClusterPlan
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
@@ -67,7 +71,7 @@ def _up(args: argparse.Namespace, config: AppConfig) -> int:
             cluster.watch(stop)
             return 1  # the gateway died
         threading.Thread(target=cluster.watch, args=(stop,), daemon=True).start()
-        return _serve(config, plan.gateway.base_url, plan.worker_urls, str(model_dir))
+        return _serve(config, plan, str(model_dir))
     except ClusterError as exc:
         print(f"cluster up failed: {exc}", file=sys.stderr)
         return 1
@@ -83,14 +87,15 @@ def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
 
-def _serve(config: AppConfig, gateway: str, workers: tuple[str, ...], model_dir: str) -> int:
+def _serve(config: AppConfig, plan: ClusterPlan, model_dir: str) -> int:
     from appliance.cli.serving import serve
 
     engine = config.engine.model_copy(
         update={
             "backend": "sglang",
-            "sglang_url": gateway,
-            "sglang_worker_urls": workers,
+            "sglang_url": plan.gateway.base_url,
+            "sglang_worker_urls": plan.worker_urls,
+            "gateway_metrics_url": plan.gateway.metrics_url,
             "model_path": model_dir,  # the client's tokenizer
         }
     )

@@ -81,6 +81,8 @@ class EngineConfig(_Section):
     # multi-node: the SGLang workers behind the model gateway (cache-aware routing); the app
     # then talks to the gateway at ``sglang_url``
     sglang_worker_urls: tuple[str, ...] = ()
+    # the gateway's own Prometheus metrics; empty: its port + 1 (``appliance cluster up``)
+    gateway_metrics_url: str = ""
 
 
 class RagConfig(_Section):

@@ -9,6 +9,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from appliance.core.config import AppConfig
+from appliance.ops.doctor_gateway import gateway_check
 from appliance.ops.doctor_runtime import (
     Check,
     app_check,
@@ -92,6 +93,7 @@ CHECKS: tuple[Callable[[AppConfig], Check], ...] = (
     index_check,
     gpu_check,
     engine_check,
+    gateway_check,
     app_check,
 )
 

@@ -25,7 +25,7 @@ class Check:
     warn: bool = False
 
 
-def _one_token(engine) -> str:  # noqa: ANN001
+def one_token(engine) -> str:  # noqa: ANN001
     """Generate one token; return a short timing string (raises EngineError on failure)."""
     started = time.perf_counter()
     request = GenerateRequest(prompt=PROBE, sampling=SamplingParams(max_new_tokens=1))
@@ -48,7 +48,7 @@ def engine_check(config: AppConfig) -> Check:
             e.sglang_url, timeout_s=60, connect_retries=1, check_context=False, tokenizer=None
         )
         try:
-            detail = _one_token(client)
+            detail = one_token(client)
             return Check("engine", True, f"{e.sglang_url}: {detail}")
         except EngineError as exc:
             return Check(
@@ -71,7 +71,7 @@ def engine_check(config: AppConfig) -> Check:
         return Check("engine", False, f"cannot load the embedded engine: {exc}")
     try:
         info = engine.info()
-        detail = f"embedded ({info.model}; {info.runtime}): {_one_token(engine)}"
+        detail = f"embedded ({info.model}; {info.runtime}): {one_token(engine)}"
         missing = _native_kernels_missing(config, engine)
         if missing:
             detail += f"; the native kernels are off ({missing}): {NATIVE_HINT}"

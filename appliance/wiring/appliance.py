@@ -61,6 +61,8 @@ def build_engine(config: AppConfig) -> Engine:
             timeout_s=e.request_timeout_s,
             tokenizer=e.model_path or None,
             profile=config.profile,
+            # behind the gateway: healthy while it has a healthy worker to send a request to
+            health_path="/readiness" if e.sglang_worker_urls else "/health",
         )
     if config.profile != "cpu" or e.backend != "embedded":
         raise ConfigError(

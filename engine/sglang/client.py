@@ -66,11 +66,15 @@ class SGLangEngine:
         tokenizer: Any = None,
         profile: str = "gpu",
         check_context: bool = True,
+        health_path: str = "/health",
     ) -> None:
+        """``health_path``: ``/readiness`` in front of the model gateway, whose ``/health``
+        says only that the gateway itself runs (200 with every worker down)."""
         self.base_url = base_url.rstrip("/")
         self.model_name = model_name
         self.profile = profile
         self.check_context = check_context
+        self.health_path = health_path
         self._context_length: int | None = None
         self.connect_retries = connect_retries
         self.retry_backoff_s = retry_backoff_s
@@ -168,7 +172,7 @@ class SGLangEngine:
 
     def health(self) -> bool:
         try:
-            return self._http.get("/health").status_code == 200
+            return self._http.get(self.health_path).status_code == 200
         except httpx.HTTPError:
             return False
 

@@ -124,3 +124,11 @@ def gateway_for(worker_urls: list[str] | tuple[str, ...], **overrides: Any) -> G
     """A gateway config over these workers, trailing slashes stripped."""
     urls = tuple(u.rstrip("/") for u in worker_urls)
     return GatewayConfig(worker_urls=urls, **overrides)
+
+
+def default_metrics_url(base_url: str) -> str:
+    """Where a gateway at ``base_url`` started with the default metrics port (its own + 1)
+    serves its Prometheus metrics."""
+    parts = urlsplit(base_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"http://{parts.hostname or '127.0.0.1'}:{port + 1}/metrics"

@@ -33,7 +33,42 @@ def status_markdown(status: dict, sampler_error: str = "") -> str:
         lines.append(f"\n⚠️ metrics: {sampler_error}")
     lines += ["", "| launch argument | value |", "|---|---|"]
     lines += [f"| `{k}` | {v} |" for k, v in status.get("launch", {}).items()]
+    if status.get("gateway"):
+        lines += gateway_lines(status["gateway"])
     return "\n".join(lines)
+
+
+def _pct(value: float | None) -> str:
+    return "?" if value is None else f"{100 * value:.1f}%"
+
+
+def _count(value: float | None) -> str:
+    return "?" if value is None else f"{value:.0f}"
+
+
+def gateway_lines(gateway: dict) -> list[str]:
+    """The model gateway and its workers, as Markdown lines."""
+    if not gateway["reachable"]:
+        head = f"**Gateway** `{gateway['url']}` · **down**: {gateway['error']}"
+    else:
+        ready = "ready" if gateway["ready"] else "**not ready: no healthy worker**"
+        healthy = sum(w["healthy"] for w in gateway["workers"])
+        total = len(gateway["workers"])
+        head = f"**Gateway** `{gateway['url']}` · {ready} · {healthy}/{total} workers healthy"
+    lines = ["", head, "", "| worker | health | running | queue | KV usage | cache hit rate |"]
+    lines.append("|---|---|---|---|---|---|")
+    for w in gateway["workers"]:
+        health = "healthy" if w["healthy"] else f"**{w['status']}**"
+        if w["error"]:
+            health += f" (metrics: {w['error'][:80]})"
+        lines.append(
+            f"| `{w['url']}` | {health} | {_count(w['running'])} | {_count(w['queue'])} | "
+            f"{_pct(w['kv_usage'])} | {_pct(w['cache_hit_rate'])} |"
+        )
+    if gateway["metrics"]:
+        counters = " · ".join(f"{k} {v:.0f}" for k, v in gateway["metrics"].items())
+        lines += ["", f"gateway counters: {counters}"]
+    return lines
 
 
 def summary_markdown(turns: list[dict], samples: list) -> str:

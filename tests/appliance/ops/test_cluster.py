@@ -190,3 +190,78 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def _gateway_config(config_for, model_dir: Path, tmp_path: Path, url: str, workers, metrics: str):  # noqa: ANN001, ANN202
+    return config_for(
+        tmp_path,
+        model_dir,
+        engine={
+            "backend": "sglang",
+            "sglang_url": url,
+            "sglang_worker_urls": list(workers),
+            "gateway_metrics_url": metrics,
+        },
+    )
+
+
+def test_admin_status_and_doctor_see_every_worker(
+    cluster: LocalCluster,
+    config_for,  # noqa: ANN001
+    model_dir: Path,
+    tmp_path: Path,
+    appliance,  # noqa: ANN001
+) -> None:
+    from appliance.core.services.admin.engine_status import EngineStatus
+    from appliance.ops.doctor_gateway import gateway_check
+    from ui.admin.engine import status_markdown
+
+    plan = cluster.plan
+    config = _gateway_config(
+        config_for, model_dir, tmp_path, cluster.gateway_url, plan.worker_urls,
+        plan.gateway.metrics_url,
+    )  # fmt: skip
+    client = SGLangEngine(cluster.gateway_url, tokenizer=str(model_dir), health_path="/readiness")
+    try:
+        status = EngineStatus(client, config, appliance.db).status()
+    finally:
+        client.close()
+    assert status["healthy"] is True
+    gateway = status["gateway"]
+    assert gateway["ready"] and [w["url"] for w in gateway["workers"]] == list(plan.worker_urls)
+    for worker in gateway["workers"]:
+        assert worker["healthy"] and worker["queue"] == 0 and 0 <= worker["kv_usage"] <= 1
+        assert worker["cache_hit_rate"] is not None
+    assert gateway["metrics"]["router_requests_total"] > 0  # the earlier tests' requests
+    text = status_markdown(status)
+    assert "2/2 workers healthy" in text and all(u in text for u in plan.worker_urls)
+    check = gateway_check(config)
+    assert check.ok, check.detail
+    assert "through the gateway: 1-token generation" in check.detail
+    assert check.detail.count("healthy, 1-token generation") == 2
+
+
+def test_a_gateway_that_is_down_is_reported(
+    cluster: LocalCluster,
+    config_for,  # noqa: ANN001
+    model_dir: Path,
+    tmp_path: Path,
+    appliance,  # noqa: ANN001
+) -> None:
+    from appliance.core.services.admin.engine_status import EngineStatus
+    from appliance.ops.doctor_gateway import gateway_check
+
+    dead = f"http://127.0.0.1:{free_port()}"
+    config = _gateway_config(
+        config_for, model_dir, tmp_path, dead, cluster.plan.worker_urls, f"{dead}/metrics"
+    )
+    client = SGLangEngine(dead, tokenizer=str(model_dir), health_path="/readiness")
+    try:
+        assert client.health() is False  # the app's /health says degraded (503)
+        status = EngineStatus(client, config, appliance.db).status()
+    finally:
+        client.close()
+    assert status["healthy"] is False
+    assert status["gateway"]["reachable"] is False and "unreachable" in status["gateway"]["error"]
+    check = gateway_check(config)
+    assert not check.ok and "cluster up" in check.detail

@@ -11,6 +11,8 @@ from appliance.core.config import AppConfig
 from appliance.core.db.models import AuditEvent
 from appliance.core.db.session import Database
 from engine.base import Engine, EngineError
+from engine.sglang.gateway import default_metrics_url
+from engine.sglang.gateway_status import read_gateway
 
 # SGLang server arguments worth showing (from its /get_server_info), in this order
 SGLANG_ARGS = (
@@ -33,6 +35,47 @@ SGLANG_ARGS = (
 )
 
 
+# the gateway's own counters worth showing (smg 1.13.0 names, ``smg_`` removed)
+GATEWAY_METRICS = (
+    "router_requests_total",
+    "router_request_errors_total",
+    "worker_retries_total",
+    "worker_retries_exhausted_total",
+    "worker_health_checks_total",
+    "worker_cb_transitions_total",
+)
+
+
+def gateway_summary(url: str, workers: tuple[str, ...], metrics_url: str) -> dict:
+    """The gateway and each worker for the engine tab: health from the gateway, queue,
+    running requests, KV usage and cache hit rate from each worker's ``/metrics``, and the
+    gateway's own counters."""
+    state = read_gateway(url, workers, metrics_url)
+    rows = []
+    for w in state.workers:
+        m = w.metrics
+        rows.append(
+            {
+                "url": w.url,
+                "healthy": w.healthy,
+                "status": w.status,
+                "running": m.get("num_running_reqs"),
+                "queue": m.get("num_queue_reqs"),
+                "kv_usage": m.get("token_usage"),
+                "cache_hit_rate": m.get("cache_hit_rate"),
+                "error": w.error,
+            }
+        )
+    return {
+        "url": state.url,
+        "reachable": state.reachable,
+        "ready": state.ready,
+        "error": state.error,
+        "workers": rows,
+        "metrics": {k: state.metrics[k] for k in GATEWAY_METRICS if k in state.metrics},
+    }
+
+
 class EngineStatus:
     def __init__(self, engine: Engine, config: AppConfig, db: Database) -> None:
         self.engine = engine
@@ -49,6 +92,10 @@ class EngineStatus:
         except EngineError as exc:
             out.update(backend=self.config.engine.backend, error=str(exc))
         out["launch"] = self.launch_args()
+        e = self.config.engine
+        if e.backend == "sglang" and e.sglang_worker_urls:
+            metrics = e.gateway_metrics_url or default_metrics_url(e.sglang_url)
+            out["gateway"] = gateway_summary(e.sglang_url, e.sglang_worker_urls, metrics)
         return out
 
     def launch_args(self) -> dict[str, object]:
