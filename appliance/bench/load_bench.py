@@ -1,4 +1,6 @@
 """``appliance bench load``: simulated staff sessions against a running app, on loopback.
+(``--workers N``: the engine set-ups side by side instead, one worker against N behind the
+model gateway: ``cluster_load.py``.)
 
     appliance --config CFG bench load --url http://127.0.0.1:7860 --sessions 32 --turns 2
     ... --kill-engine-after 20 --engine-pid PID [--restart-cmd "CMD"]
@@ -40,7 +42,7 @@ import time
 
 import httpx
 
-from appliance.bench import load_browser
+from appliance.bench import cluster_load, load_browser
 from appliance.bench.load_browser_report import browser_tables, browsers_rc
 from appliance.bench.load_session import CLEAR, SessionPlan, Turn, lost_messages, run_session
 from appliance.bench.table import render
@@ -219,6 +221,13 @@ def _parser(config: AppConfig) -> argparse.ArgumentParser:
     p.add_argument("--restart-cmd", help="shell command that restarts the engine")
     p.add_argument("--browsers", type=int, default=0, help="Chromium chat pages alongside")
     p.add_argument("--chromium", default=load_browser.CHROMIUM, help="the Chromium to drive")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="instead: 1 worker direct, then N behind the gateway (cluster_load.py)",
+    )
+    cluster_load.add_arguments(p)
     return p
 
 
@@ -244,6 +253,10 @@ def main(argv: list[str], config: AppConfig) -> int:
     """``appliance bench load``: see the module docstring."""
     p = _parser(config)
     args = p.parse_args(argv)
+    if args.workers:
+        if not 2 <= args.workers <= 8 or not 1 <= args.sessions <= MAX_SESSIONS:
+            p.error(f"--workers 2..8 and --sessions 1..{MAX_SESSIONS}")
+        return cluster_load.main(args, config)
     _check_bounds(p, args)
     try:
         httpx.get(f"{args.url}/health", timeout=10)
