@@ -35,8 +35,8 @@ import httpx
 from appliance.bench.ordering.workload import Turn, make_workload
 from appliance.bench.table import render
 from appliance.core.config import AppConfig
-from appliance.ops.cluster import LocalCluster
-from appliance.ops.cluster_plan import plan_cluster
+from appliance.wiring.cluster import LocalCluster
+from appliance.wiring.cluster_plan import plan_cluster
 from rag.prompt import build_messages, number_chunks, render_user_turn
 
 

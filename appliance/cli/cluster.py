@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from appliance.core.config import AppConfig, load_config
 
 if TYPE_CHECKING:
-    from appliance.ops.cluster_plan import ClusterPlan
+    from appliance.wiring.cluster_plan import ClusterPlan
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
@@ -25,7 +25,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def _down(config: AppConfig) -> int:
-    from appliance.ops.cluster import stop_recorded
+    from appliance.wiring.cluster import stop_recorded
 
     stopped = stop_recorded(config.paths.data_dir)
     print(f"stopped: {', '.join(stopped)}" if stopped else "no cluster was running")
@@ -33,8 +33,8 @@ def _down(config: AppConfig) -> int:
 
 
 def _up(args: argparse.Namespace, config: AppConfig) -> int:
-    from appliance.ops.cluster import ClusterError, LocalCluster, running_state
-    from appliance.ops.cluster_plan import plan_cluster
+    from appliance.wiring.cluster import ClusterError, LocalCluster, running_state
+    from appliance.wiring.cluster_plan import plan_cluster
     from engine.embedded.model_store import resolve_model_dir
     from engine.embedded.omp import run_in_own_thread
 

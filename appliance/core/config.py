@@ -195,6 +195,16 @@ class SecurityConfig(_Section):
         return data
 
 
+class SloConfig(_Section):
+    """The latency objective that goodput counts against, and the machine's price: how engine
+    choices are judged (``appliance bench load --workers``, the admin console's Usage tab)."""
+
+    ttft_s: float = Field(2.0, gt=0)  # time to first token
+    itl_s: float = Field(0.2, gt=0)  # mean time between the answer's tokens
+    # the box's cost per hour, in any currency; 0: no cost per effective token is shown
+    machine_hour_price: float = Field(0.0, ge=0)
+
+
 class BootstrapConfig(_Section):
     ingest_sample_corpus: bool = True
     admin_username: str = "admin"
@@ -209,6 +219,7 @@ class AppConfig(_Section):
     rag: RagConfig = RagConfig()
     chat: ChatConfig = ChatConfig()
     security: SecurityConfig = SecurityConfig()
+    slo: SloConfig = SloConfig()
     bootstrap: BootstrapConfig = BootstrapConfig()
 
     @property

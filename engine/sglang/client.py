@@ -84,6 +84,7 @@ class SGLangEngine:
         self._tokenizer: Any = None if isinstance(tokenizer, str | Path | None) else tokenizer
         self._lock = threading.Lock()
         self._byte_level: bool | None = None  # whether tokens spell bytes (found when asked)
+        self._info: EngineInfo | None = None  # the server's, once read
 
     # ---- generation -----------------------------------------------------------------------
 
@@ -177,6 +178,19 @@ class SGLangEngine:
             return False
 
     def info(self) -> EngineInfo:
+        """What the server runs, asked once and then remembered (it does not change while the
+        server runs). Behind the model gateway these calls go to any worker, and one that just
+        died answers 500 until the gateway's health check notices; a turn must not fail on
+        that while a live worker can answer it."""
+        with self._lock:
+            if self._info is not None:
+                return self._info
+        info = self._read_info()
+        with self._lock:
+            self._info = info
+        return info
+
+    def _read_info(self) -> EngineInfo:
         model = self._json("/get_model_info")
         server = self._json("/get_server_info")
         context = server.get("context_length") or model.get("context_length")

@@ -22,6 +22,20 @@ def feedback_markdown(feedback: dict) -> str:
     )
 
 
+def goodput_markdown(g: dict) -> str:
+    if not g["answers"]:
+        return f"**Goodput (last {g['hours']:.0f} h):** no timed answers yet."
+    share = g["good_tokens"] / g["output_tokens"] if g["output_tokens"] else 0.0
+    text = (
+        f"**Goodput (last {g['hours']:.0f} h):** {g['good_tokens']:,} of {g['output_tokens']:,} "
+        f"output tokens ({100 * share:.0f}%) in {g['answers_met']} of {g['answers']} answers met "
+        f"TTFT ≤ {g['slo_ttft_s']:g} s and ITL ≤ {1000 * g['slo_itl_s']:.0f} ms"
+    )
+    if g["cost_per_million"] is not None:
+        text += f" · cost per million effective tokens **{g['cost_per_million']:,.2f}**"
+    return text
+
+
 def build_analytics_tab(console: AdminConsole, auth: AuthService) -> Loader:
     analytics = console.analytics
 
@@ -31,7 +45,9 @@ def build_analytics_tab(console: AdminConsole, auth: AuthService) -> Loader:
         return (
             per_day,
             table(analytics.questions_per_user(DAYS), ("user", "questions")),
-            feedback_markdown(analytics.feedback()),
+            feedback_markdown(analytics.feedback())
+            + "\n\n"
+            + goodput_markdown(analytics.goodput()),
         )
 
     with gr.Tab("Usage", id="usage"):

@@ -20,8 +20,8 @@ from support.servers import free_port
 from appliance.core.db.models import Message
 from appliance.core.services.chat import ChatService
 from appliance.core.services.chat_events import DeltaEvent, DoneEvent, ErrorEvent
-from appliance.ops.cluster import LocalCluster, running_state
-from appliance.ops.cluster_plan import plan_cluster
+from appliance.wiring.cluster import LocalCluster, running_state
+from appliance.wiring.cluster_plan import plan_cluster
 from engine.sglang.client import SGLangEngine
 from engine.sglang.gateway_status import read_gateway
 

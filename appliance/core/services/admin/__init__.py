@@ -53,7 +53,7 @@ def build_admin(
         auth=auth,
         documents=AdminDocuments(ingest, knowledge),
         users=AdminUsers(auth),
-        analytics=Analytics(db),
+        analytics=Analytics(db, config.slo),
         audit=AuditLog(db),
         engine=EngineStatus(engine, config, db),
         sampler=MetricsSampler(engine, db, interval_s=sample_interval_s),

@@ -1,4 +1,5 @@
-"""Usage analytics: questions per day and per user, and the feedback ratio (read-only)."""
+"""Usage analytics: questions per day and per user, the feedback ratio, and goodput with the
+cost per effective token (read-only)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, select
 
+from appliance.core.config import SloConfig
 from appliance.core.db.models import Conversation, Feedback, Message, User
 from appliance.core.db.session import Database
 
@@ -17,8 +19,45 @@ def _day(at: datetime) -> str:
 
 
 class Analytics:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, slo: SloConfig | None = None) -> None:
         self.db = db
+        self.slo = slo or SloConfig()
+
+    def goodput(self, hours: float = 24.0) -> dict:
+        """Over the stored answers of the last ``hours``: the output tokens of those that met
+        the latency objective (TTFT and mean inter-token time), and the cost per million of
+        them (the machine-hour price times the window, over the good tokens; None without a
+        price or good tokens). Answers without timings (extractive ones) are left out."""
+        since = datetime.now(UTC) - timedelta(hours=hours)
+        with self.db.session() as s:
+            rows = s.execute(
+                select(Message.completion_tokens, Message.ttft_ms, Message.e2e_ms).where(
+                    Message.role == "assistant",
+                    Message.created_at >= since,
+                    Message.completion_tokens > 0,
+                    Message.ttft_ms.is_not(None),
+                    Message.e2e_ms.is_not(None),
+                )
+            ).all()
+        good = total = met = 0
+        for tokens, ttft_ms, e2e_ms in rows:
+            total += tokens
+            itl_s = (e2e_ms - ttft_ms) / 1000 / (tokens - 1) if tokens > 1 else 0.0
+            if ttft_ms / 1000 <= self.slo.ttft_s and itl_s <= self.slo.itl_s:
+                good += tokens
+                met += 1
+        price = self.slo.machine_hour_price
+        cost = price * hours / good * 1e6 if price and good else None
+        return {
+            "hours": hours,
+            "answers": len(rows),
+            "answers_met": met,
+            "output_tokens": total,
+            "good_tokens": good,
+            "cost_per_million": cost,
+            "slo_ttft_s": self.slo.ttft_s,
+            "slo_itl_s": self.slo.itl_s,
+        }
 
     def questions_per_day(self, days: int = 30) -> list[dict]:
         """One row per day (UTC) in the window, zero days included, oldest first."""

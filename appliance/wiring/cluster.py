@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from appliance.ops.cluster_plan import ClusterPlan
+from appliance.wiring.cluster_plan import ClusterPlan
 from engine.sglang.gateway_status import read_gateway
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,6 @@ class LocalCluster:
                 for proc, worker in zip(started, batch, strict=True):
                     self._wait_worker(proc, worker.url, deadline)
             gateway = self._spawn("gateway", self.plan.gateway.argv(), {})
-            self._write_state()
             self._wait_gateway(gateway, deadline)
         except BaseException:
             self.stop()
@@ -126,7 +125,6 @@ class LocalCluster:
         worker = self.plan.workers[index]
         self._procs = [p for p in self._procs if p.name != worker.name]
         proc = self._spawn(worker.name, worker.argv, worker.env)
-        self._write_state()
         self._wait_worker(proc, worker.url, time.monotonic() + timeout_s)
 
     # ---- internals ----------------------------------------------------------------------
@@ -144,6 +142,7 @@ class LocalCluster:
             )
         proc = _Process(name, popen, log)
         self._procs.append(proc)
+        self._write_state()  # recorded at once: ``cluster down`` finds it whatever happens next
         return proc
 
     def _wait_worker(self, proc: _Process, url: str, deadline: float) -> None:
