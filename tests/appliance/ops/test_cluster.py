@@ -205,6 +205,18 @@ def _gateway_config(config_for, model_dir: Path, tmp_path: Path, url: str, worke
     )
 
 
+def _status(url: str, config, model_dir: Path, appliance) -> tuple[dict, bool]:  # noqa: ANN001
+    """The admin console's engine status, and the app's engine health, for a gateway at
+    ``url`` (the app's client: readiness is its health)."""
+    from appliance.core.services.admin.engine_status import EngineStatus
+
+    client = SGLangEngine(url, tokenizer=str(model_dir), health_path="/readiness")
+    try:
+        return EngineStatus(client, config, appliance.db).status(), client.health()
+    finally:
+        client.close()
+
+
 def test_admin_status_and_doctor_see_every_worker(
     cluster: LocalCluster,
     config_for,  # noqa: ANN001
@@ -212,7 +224,6 @@ def test_admin_status_and_doctor_see_every_worker(
     tmp_path: Path,
     appliance,  # noqa: ANN001
 ) -> None:
-    from appliance.core.services.admin.engine_status import EngineStatus
     from appliance.ops.doctor_gateway import gateway_check
     from ui.admin.engine import status_markdown
 
@@ -221,12 +232,8 @@ def test_admin_status_and_doctor_see_every_worker(
         config_for, model_dir, tmp_path, cluster.gateway_url, plan.worker_urls,
         plan.gateway.metrics_url,
     )  # fmt: skip
-    client = SGLangEngine(cluster.gateway_url, tokenizer=str(model_dir), health_path="/readiness")
-    try:
-        status = EngineStatus(client, config, appliance.db).status()
-    finally:
-        client.close()
-    assert status["healthy"] is True
+    status, healthy = _status(cluster.gateway_url, config, model_dir, appliance)
+    assert status["healthy"] is True and healthy
     gateway = status["gateway"]
     assert gateway["ready"] and [w["url"] for w in gateway["workers"]] == list(plan.worker_urls)
     for worker in gateway["workers"]:
@@ -248,19 +255,14 @@ def test_a_gateway_that_is_down_is_reported(
     tmp_path: Path,
     appliance,  # noqa: ANN001
 ) -> None:
-    from appliance.core.services.admin.engine_status import EngineStatus
     from appliance.ops.doctor_gateway import gateway_check
 
     dead = f"http://127.0.0.1:{free_port()}"
     config = _gateway_config(
         config_for, model_dir, tmp_path, dead, cluster.plan.worker_urls, f"{dead}/metrics"
     )
-    client = SGLangEngine(dead, tokenizer=str(model_dir), health_path="/readiness")
-    try:
-        assert client.health() is False  # the app's /health says degraded (503)
-        status = EngineStatus(client, config, appliance.db).status()
-    finally:
-        client.close()
+    status, healthy = _status(dead, config, model_dir, appliance)
+    assert healthy is False  # the app's /health says degraded (503)
     assert status["healthy"] is False
     assert status["gateway"]["reachable"] is False and "unreachable" in status["gateway"]["error"]
     check = gateway_check(config)
