@@ -45,17 +45,21 @@ def _up(args: argparse.Namespace, config: AppConfig) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     e = config.engine
     model_dir = run_in_own_thread(lambda: resolve_model_dir(e.model_path, config.paths.models_dir))
-    plan = plan_cluster(
-        workers=args.workers,
-        model_dir=model_dir,
-        served_model_name=model_dir.name,
-        cpus=args.threads or os.cpu_count() or 1,
-        base_port=args.base_port,
-        gateway_port=args.gateway_port,
-        config_path=args.config,
-        policy=args.policy,
-        remote=tuple(u.rstrip("/") for u in args.worker_url or ()),
-    )
+    try:
+        plan = plan_cluster(
+            workers=args.workers,
+            model_dir=model_dir,
+            served_model_name=model_dir.name,
+            cpus=args.threads or os.cpu_count() or 1,
+            base_port=args.base_port,
+            gateway_port=args.gateway_port,
+            config_path=args.config,
+            policy=args.policy,
+            remote=tuple(u.rstrip("/") for u in args.worker_url or ()),
+        )
+    except ValueError as exc:  # no worker, a bad worker URL, ports that collide
+        print(f"cluster up: {exc}", file=sys.stderr)
+        return 2
     cluster = LocalCluster(plan, data_dir)
     # SIGTERM (``appliance cluster down``, systemd) ends the foreground like Ctrl-C, so that
     # the workers and the gateway are stopped with it
