@@ -1,8 +1,9 @@
 """Several answer streams read at once, for one streamed response (a batch, or ``n`` > 1).
 
-Each stream is read by its own thread; the items come out in the order they arrive, each with
-its stream's index. Closing the reader cancels every stream still running (by request id,
-which is safe from any thread); each reading thread then sees its stream end and closes it.
+One stream is read on the caller's thread. Several are each read by their own thread; the
+items come out in the order they arrive, each with its stream's index. Closing the reader
+cancels every stream still running (by request id, which is safe from any thread); each
+reading thread then sees its stream end and closes it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ _END = object()
 def fan_in(streams: list[TrackedStream]) -> Generator[tuple[int, StreamItem], None, None]:
     """``(index, item)`` from every stream until all have ended; a stream's failure is
     raised here, after which the others are cancelled."""
+    if len(streams) == 1:
+        try:
+            for item in streams[0]:
+                yield 0, item
+        finally:
+            streams[0].close()
+        return
     inbox: queue.Queue = queue.Queue()
 
     def pump(index: int, stream: TrackedStream) -> None:
@@ -49,5 +57,10 @@ def fan_in(streams: list[TrackedStream]) -> Generator[tuple[int, StreamItem], No
             else:
                 yield index, item
     finally:
-        for stream in streams:
-            stream.cancel()
+        cancel_all(streams)
+
+
+def cancel_all(streams: list[TrackedStream]) -> None:
+    """Ask the engine to stop every stream still running (safe from any thread)."""
+    for stream in streams:
+        stream.cancel()

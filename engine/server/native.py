@@ -28,7 +28,7 @@ from fastapi.responses import JSONResponse, Response
 
 from engine.base import Engine, GenerateRequest, GenerationStats, LogprobDelta, TextDelta
 from engine.server.errors import stream_error
-from engine.server.fan_in import fan_in
+from engine.server.fan_in import cancel_all, fan_in
 from engine.server.logprob_format import LogprobLog, TokenTexts, native_logprobs
 from engine.server.native_body import GenerateBody, Prompt, parse_body
 from engine.server.running import Runner, TrackedStream, check_fits, collect, new_rid
@@ -109,14 +109,16 @@ def build_native_router(engine: Engine, runner: Runner) -> APIRouter:
         wanted = [p for p in prompts for _ in range(n)]
         requests = [_request(p, p.rid if n == 1 and p.rid else new_rid()) for p in wanted]
         streams = runner.start_all(requests)
+        # the prompt's length for streamed lines before the final one (counted once a prompt)
+        counts = [_prompt_tokens(engine, p) if body.stream else 0 for p in prompts]
         answers = [
-            _Answer(p, s, TokenTexts(texts), _prompt_tokens(engine, p))
-            for p, s in zip(wanted, streams, strict=True)
+            _Answer(p, s, TokenTexts(texts), counts[i // n])
+            for i, (p, s) in enumerate(zip(wanted, streams, strict=True))
         ]
         listed = batch or n > 1
         if body.stream:
             lines = _stream_lines(answers, listed)
-            return ClosingStreamingResponse(lines, on_disconnect=lambda: _cancel(answers))
+            return ClosingStreamingResponse(lines, on_disconnect=lambda: cancel_all(streams))
         try:
             for answer in answers:
                 result = collect(answer.stream)
@@ -146,16 +148,8 @@ def _prompt_tokens(engine: Engine, prompt: Prompt) -> int:
     return len(ids) if ids is not None else engine.count_tokens(prompt.source["prompt"])
 
 
-def _cancel(answers: list[_Answer]) -> None:
-    for answer in answers:
-        answer.stream.cancel()
-
-
 def _stream_lines(answers: list[_Answer], listed: bool) -> Generator[str, None, None]:
-    if len(answers) == 1:
-        items = ((0, item) for item in answers[0].stream)
-    else:
-        items = fan_in([a.stream for a in answers])
+    items = fan_in([a.stream for a in answers])
     try:
         for index, item in items:
             answer = answers[index]

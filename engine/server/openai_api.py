@@ -34,7 +34,7 @@ from engine.base import (
     TokenLogprob,
 )
 from engine.server.errors import stream_error
-from engine.server.fan_in import fan_in
+from engine.server.fan_in import cancel_all, fan_in
 from engine.server.logprob_format import TokenTexts
 from engine.server.openai_schema import (
     COMPLETIONS_DEFAULT_MAX_TOKENS,
@@ -89,7 +89,7 @@ def _stream_lines(
         return logprobs(entries)
 
     no_usage = {"usage": None} if include_usage else {}
-    items = ((0, item) for item in streams[0]) if len(streams) == 1 else fan_in(streams)
+    items = fan_in(streams)
     try:
         if shape.chat:
             for index in range(len(streams)):
@@ -163,13 +163,16 @@ def build_openai_router(
             for i, p in enumerate(prompts)
             for j in range(n)
         ]
-        echoes = [_prompt_text(engine, item) for item in inputs for _ in range(n)] if echo else None
+        echoes = None
+        if echo:  # each prompt's text (decoded once), for each of its samples
+            texts = [_prompt_text(engine, item) for item in inputs]
+            echoes = [text for text in texts for _ in range(n)]
         streams = runner.start_all(requests)
         raw = TokenTexts(engine.token_bytes)
         lp_shape = shape.logprobs(raw, options) if options is not None else None
         if body.stream:
             lines = _stream_lines(streams, shape, model, rid, body.include_usage, lp_shape, echoes)
-            return ClosingStreamingResponse(lines, on_disconnect=lambda: _cancel(streams))
+            return ClosingStreamingResponse(lines, on_disconnect=lambda: cancel_all(streams))
         try:
             results = [collect(s) for s in streams]
         finally:
@@ -228,8 +231,3 @@ def _prompt_text(engine: Engine, item: dict[str, Any]) -> str:
     if "prompt" in item:
         return item["prompt"]
     return b"".join(engine.token_bytes(list(item["input_ids"]))).decode("utf-8", "replace")
-
-
-def _cancel(streams: list[TrackedStream]) -> None:
-    for stream in streams:
-        stream.cancel()
