@@ -55,3 +55,20 @@ def token_bytes(tokenizer: Any, ids: list[int], byte_level: bool) -> list[bytes]
         else:  # an added token (e.g. a special token) is spelled as its text
             out.append(text.encode())
     return out
+
+
+class TokenDecoder:
+    """``token_texts`` and ``token_bytes`` for one tokenizer; whether it is byte-level is
+    found on the first ``bytes`` call and remembered."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self._byte_level: bool | None = None
+
+    def texts(self, ids: list[int]) -> list[str]:
+        return token_texts(self.tokenizer, ids)
+
+    def bytes(self, ids: list[int]) -> list[bytes]:
+        if self._byte_level is None:
+            self._byte_level = is_byte_level(self.tokenizer)
+        return token_bytes(self.tokenizer, ids, self._byte_level)

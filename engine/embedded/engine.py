@@ -31,7 +31,7 @@ from engine.embedded.native import cpu_flags, load_native_kernels
 from engine.embedded.omp import run_in_own_thread
 from engine.embedded.scheduler import Scheduler
 from engine.embedded.sequence import Job
-from engine.token_bytes import is_byte_level, token_bytes, token_texts
+from engine.token_bytes import TokenDecoder
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class EmbeddedEngine:
         self.context_length = int(getattr(self.model.config, "max_position_embeddings", 2048))
         self._eos = frozenset(self._eos_ids())
         self._grammar = None  # compiled lazily, on the first request with a constraint
-        self._byte_level: bool | None = None  # whether tokens spell bytes (found when asked)
+        self._tokens = TokenDecoder(self.tokenizer)
         install_pool_attention(self.model)
         # the fused runner where the model has the Llama shape; transformers' forward otherwise
         self.runner = "fused" if fused and fusable(self.model) else "transformers"
@@ -288,9 +288,7 @@ class EmbeddedEngine:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def token_texts(self, ids: list[int]) -> list[str]:
-        return token_texts(self.tokenizer, ids)
+        return self._tokens.texts(ids)
 
     def token_bytes(self, ids: list[int]) -> list[bytes]:
-        if self._byte_level is None:
-            self._byte_level = is_byte_level(self.tokenizer)
-        return token_bytes(self.tokenizer, ids, self._byte_level)
+        return self._tokens.bytes(ids)

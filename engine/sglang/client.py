@@ -47,7 +47,7 @@ from engine.sglang.client_stream import (
     generate_body,
 )
 from engine.sglang.metrics_scrape import contract_metrics
-from engine.token_bytes import is_byte_level, token_bytes, token_texts
+from engine.token_bytes import TokenDecoder
 
 
 class SGLangEngine:
@@ -83,7 +83,7 @@ class SGLangEngine:
         self._tokenizer_spec = tokenizer
         self._tokenizer: Any = None if isinstance(tokenizer, str | Path | None) else tokenizer
         self._lock = threading.Lock()
-        self._byte_level: bool | None = None  # whether tokens spell bytes (found when asked)
+        self._tokens: TokenDecoder | None = None  # tokens' own texts and bytes, once asked
         self._info: EngineInfo | None = None  # the server's, once read
 
     # ---- generation -----------------------------------------------------------------------
@@ -239,13 +239,17 @@ class SGLangEngine:
         return len(self.encode(text))
 
     def token_texts(self, ids: list[int]) -> list[str]:
-        return token_texts(self.tokenizer(), ids)
+        return self._decoder().texts(ids)
 
     def token_bytes(self, ids: list[int]) -> list[bytes]:
+        return self._decoder().bytes(ids)
+
+    def _decoder(self) -> TokenDecoder:
         tokenizer = self.tokenizer()
-        if self._byte_level is None:
-            self._byte_level = is_byte_level(tokenizer)
-        return token_bytes(tokenizer, ids, self._byte_level)
+        with self._lock:
+            if self._tokens is None:
+                self._tokens = TokenDecoder(tokenizer)
+            return self._tokens
 
     def tokenizer(self) -> Any:
         """The local tokenizer, loaded once (see the module docstring for where from)."""

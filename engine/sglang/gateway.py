@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+METRICS_PORT_OFFSET = 1  # the gateway's metrics listen on its own port + this, unless set
+
 
 @dataclass(frozen=True)
 class GatewayConfig:
@@ -68,7 +70,11 @@ class GatewayConfig:
     @property
     def metrics_url(self) -> str:
         """The gateway's own Prometheus metrics."""
-        return f"http://{self.metrics_host}:{self.metrics_port or self.port + 1}/metrics"
+        return f"http://{self.metrics_host}:{self.listen_metrics_port}/metrics"
+
+    @property
+    def listen_metrics_port(self) -> int:
+        return self.metrics_port or self.port + METRICS_PORT_OFFSET
 
     def argv(self) -> tuple[str, ...]:
         """The gateway command line."""
@@ -110,7 +116,7 @@ class GatewayConfig:
             "--prometheus-host",
             self.metrics_host,
             "--prometheus-port",
-            str(self.metrics_port or self.port + 1),
+            str(self.listen_metrics_port),
             "--log-level",
             self.log_level,
         )
@@ -131,4 +137,4 @@ def default_metrics_url(base_url: str) -> str:
     serves its Prometheus metrics."""
     parts = urlsplit(base_url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    return f"http://{parts.hostname or '127.0.0.1'}:{port + 1}/metrics"
+    return f"http://{parts.hostname or '127.0.0.1'}:{port + METRICS_PORT_OFFSET}/metrics"
