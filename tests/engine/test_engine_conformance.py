@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.servers import free_port, serving, wait_idle
+from support.backends import Backend
+from support.servers import MODEL, free_port, serving, wait_idle
 
 from engine.base import (
     Engine,
@@ -28,50 +27,11 @@ from engine.base import (
     Finished,
     GenerateRequest,
     GenerationStats,
-    LogprobDelta,
-    LogprobOptions,
     PromptTooLong,
     SamplingParams,
     TextDelta,
 )
 from engine.sglang.metrics_scrape import CONTRACT_KEYS, contract_metrics, parse_metrics
-
-MODEL = "smollm2"
-
-
-@dataclass
-class Backend:
-    name: str
-    engine: Engine
-    real_sglang: bool = False
-
-
-@pytest.fixture(scope="module")
-def server_url(engine) -> Iterator[str]:  # noqa: ANN001
-    from engine.server.app import build_server_app
-
-    with serving(build_server_app(engine, MODEL)) as url:
-        yield url
-
-
-@pytest.fixture(scope="module", params=["embedded", "client", "sglang"])
-def backend(request: pytest.FixtureRequest, model_dir: Path) -> Iterator[Backend]:
-    from engine.sglang.client import SGLangEngine
-
-    if request.param == "embedded":
-        yield Backend("embedded", request.getfixturevalue("engine"))
-        return
-    if request.param == "client":
-        url = request.getfixturevalue("server_url")
-        client = SGLangEngine(url, tokenizer=str(model_dir), timeout_s=60)
-        yield Backend("client", client)
-        client.close()
-        return
-    if not os.environ.get("SGLANG_URL"):
-        pytest.skip("SGLANG_URL is not set: no real SGLang server to test against")
-    real = SGLangEngine(os.environ["SGLANG_URL"], tokenizer=os.environ.get("SGLANG_TOKENIZER"))
-    yield Backend("sglang", real, real_sglang=True)
-    real.close()
 
 
 def run(eng: Engine, prompt: str, **sampling: object) -> tuple[str, GenerationStats]:
@@ -157,78 +117,6 @@ def test_closing_the_stream_cancels_the_request(backend: Backend) -> None:
     assert after["generation_tokens_total"] - before["generation_tokens_total"] < 64
     _, stats = run(eng, "Next:", max_new_tokens=2)
     assert stats.completion_tokens >= 1
-
-
-def test_json_schema_output_validates(backend: Backend) -> None:
-    import jsonschema
-
-    schema = {
-        "type": "object",
-        "properties": {"ok": {"type": "boolean"}},
-        "required": ["ok"],
-        "additionalProperties": False,
-    }
-    request = GenerateRequest(
-        prompt="Answer as JSON: is the sky blue?",
-        sampling=SamplingParams(max_new_tokens=24),
-        json_schema=json.dumps(schema),
-    )
-    text = "".join(i.text for i in backend.engine.generate(request) if isinstance(i, TextDelta))
-    jsonschema.validate(json.loads(text), schema)
-
-
-def test_regex_and_ebnf_constraints(backend: Backend) -> None:
-    sampling = SamplingParams(max_new_tokens=12, temperature=0.7, seed=11)
-    for kind, value, pattern in (
-        ("regex", r"\d{4}-\d{2}-\d{2}", r"\d{4}-\d{2}-\d{2}"),
-        ("ebnf", 'root ::= ("yes" | "no") "!"', r"(yes|no)!"),
-    ):
-        request = GenerateRequest(prompt="Reply:", sampling=sampling, **{kind: value})
-        items = list(backend.engine.generate(request))
-        text = "".join(i.text for i in items if isinstance(i, TextDelta))
-        assert re.fullmatch(pattern, text), (kind, text)
-
-
-def logprob_run(eng: Engine, options: LogprobOptions) -> tuple[list, list, GenerationStats]:
-    request = GenerateRequest(
-        prompt=LOGPROB_PROMPT,
-        sampling=SamplingParams(max_new_tokens=4, temperature=0.0, ignore_eos=True),
-        logprobs=options,
-    )
-    prompt_lp, output_lp, stats, texts = [], [], None, 0
-    for item in eng.generate(request):
-        if isinstance(item, LogprobDelta):
-            assert not (item.prompt and (texts or output_lp)), "prompt logprobs come first"
-            (prompt_lp if item.prompt else output_lp).extend(item.tokens)
-        elif isinstance(item, TextDelta):
-            texts += 1
-        else:
-            stats = item.stats
-    assert stats is not None
-    return prompt_lp, output_lp, stats
-
-
-LOGPROB_PROMPT = "The capital of France is Paris. The capital of Germany is"
-
-
-def test_logprobs_stream_before_their_text(backend: Backend, engine) -> None:  # noqa: ANN001
-    options = LogprobOptions(start_len=2, top_n=2, token_ids=(5,))
-    prompt_lp, output_lp, stats = logprob_run(backend.engine, options)
-    ids = backend.engine.encode(LOGPROB_PROMPT)
-    assert [t.token_id for t in prompt_lp] == ids[2:] or backend.real_sglang
-    assert len(output_lp) == stats.completion_tokens == 4
-    for entry in prompt_lp[1:] + output_lp:
-        assert entry.logprob is not None and entry.logprob <= 0.0
-        assert len(entry.top) == 2 and [i for i, _ in entry.asked] == [5]
-    if backend.real_sglang:
-        return
-    # the same engine in-process: the same tokens and values (batching may move the last bits)
-    ref_prompt, ref_output, _ = logprob_run(engine, options)
-    assert [t.token_id for t in output_lp] == [t.token_id for t in ref_output]
-    for mine, ref in zip(prompt_lp + output_lp, ref_prompt + ref_output, strict=True):
-        assert (mine.logprob is None) == (ref.logprob is None)
-        if ref.logprob is not None:
-            assert mine.logprob == pytest.approx(ref.logprob, abs=0.05)
 
 
 def test_prompt_over_the_context_window_raises_eagerly(backend: Backend) -> None:
