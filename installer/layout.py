@@ -8,6 +8,7 @@ and containers install.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,28 @@ UNIT_NAMES = {
     "app": "appliance-app.service",
     "gateway": "appliance-gateway.service",
 }
+# a box split into GPU groups runs one SGLang worker each: roles engine (the first), engine-1...
+_EXTRA_WORKER = re.compile(r"engine-([1-9][0-9]{0,2})")
+
+
+def worker_role(index: int) -> str:
+    """The unit role of SGLang worker ``index`` (0: ``engine``, as on a one-worker box)."""
+    return "engine" if index == 0 else f"engine-{index}"
+
+
+def unit_name(role: str) -> str:
+    """The systemd unit file name of a role (``KeyError`` for an unknown one)."""
+    if role in UNIT_NAMES:
+        return UNIT_NAMES[role]
+    if _EXTRA_WORKER.fullmatch(role):
+        return f"appliance-{role}.service"
+    raise KeyError(role)
+
+
+def start_order(roles: list[str] | set[str] | tuple[str, ...]) -> list[str]:
+    """Roles in start order: the engine workers, the gateway, then the app."""
+    workers = sorted((r for r in roles if r.startswith("engine")), key=lambda r: (len(r), r))
+    return [*workers, *(r for r in ("gateway", "app") if r in roles)]
 
 
 @dataclass(frozen=True)
@@ -76,4 +99,4 @@ class Layout:
         return self.data_dir / "backups"
 
     def unit_path(self, role: str) -> Path:
-        return self.units_dir / UNIT_NAMES[role]
+        return self.units_dir / unit_name(role)

@@ -20,7 +20,7 @@ from installer.context import Context, InstallError, StepResult, run
 from installer.detect import Facts, can_bind, gather_facts, pick_profile
 from installer.layout import SYSTEM_PREFIX, Layout
 from installer.preflight import preflight
-from installer.profiles import Options, extra_for
+from installer.profiles import GATEWAY_PORT, Options, extra_for
 from installer.state import load_state, save_state
 from installer.steps_install import step_models, step_packages, step_venv
 from installer.steps_system import (
@@ -144,12 +144,17 @@ def _options(args: argparse.Namespace, chosen: dict) -> Options:
     )
 
 
-def _busy_ports(opts: Options, profile: str, has_gpus: bool, reinstall: bool) -> dict[int, str]:
+def _busy_ports(opts: Options, profile: str, gpu_count: int, reinstall: bool) -> dict[int, str]:
     if reinstall:  # our own services hold them
         return {}
     wanted = {opts.port: "app"}
-    if profile == "cpu" or has_gpus:
+    if profile == "cpu":
         wanted[opts.engine_port] = "engine"
+    # a GPU box runs up to one worker per GPU, on consecutive ports, and then a gateway
+    for index in range(gpu_count):
+        wanted[opts.engine_port + index] = "engine" if index == 0 else f"engine worker {index}"
+    if profile == "multi-node" or gpu_count > 1:
+        wanted[GATEWAY_PORT] = "gateway"
     host = opts.host if opts.host not in ("0.0.0.0", "::") else "0.0.0.0"
     return {port: role for port, role in wanted.items() if not can_bind(host, port)}
 
@@ -192,7 +197,7 @@ def _preflight(facts: Facts, profile: str, opts: Options, layout: Layout, state:
     findings = preflight(
         facts,
         profile,
-        _busy_ports(opts, profile, bool(facts.gpus), bool(state)),
+        _busy_ports(opts, profile, len(facts.gpus), bool(state)),
         reinstall=layout.venv.exists(),
     )
     for f in findings:

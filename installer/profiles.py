@@ -3,11 +3,13 @@
 | profile | extra | engine unit | app's engine | gateway unit |
 |---|---|---|---|---|
 | cpu | cpu | ``appliance engine-server`` (embedded, own process) | SGLang client | - |
-| h100, h200 | gpu | ``sglang.launch_server`` tuned from nvidia-smi | SGLang client | - |
+| h100, h200 | gpu | ``sglang.launch_server`` per GPU group, tuned | SGLang client | ``smg`` (2+) |
 | multi-node | gpu | as h100 when this box has GPUs | SGLang client to the gateway | ``smg`` |
 
-The cpu profile runs the engine as its own supervised service too, so an engine crash never
-takes the app (and its conversations) down: the app reports "unavailable" and carries on.
+A GPU box with more than one worker (the model fits on fewer GPUs than the box has) puts the
+gateway in front of them; the app then talks to the gateway. The cpu profile runs the engine
+as its own supervised service too, so an engine crash never takes the app (and its
+conversations) down: the app reports "unavailable" and carries on.
 """
 
 from __future__ import annotations
@@ -55,9 +57,9 @@ def extra_for(profile: str) -> str:
     return "cpu" if profile == "cpu" else "gpu"
 
 
-def engine_url(profile: str, opts: Options) -> str:
-    """Where the app reaches its engine: the gateway on multi-node sites, else the local one."""
-    if profile == "multi-node":
+def engine_url(opts: Options, gateway_workers: tuple[str, ...] = ()) -> str:
+    """Where the app reaches its engine: the gateway when there is one, else the local one."""
+    if gateway_workers:
         return f"http://127.0.0.1:{GATEWAY_PORT}"
     return f"http://127.0.0.1:{opts.engine_port}"
 
@@ -79,9 +81,12 @@ def render_config(
     model_path: str,
     embed_path: str,
     metrics_token: str = "",
+    gateway_workers: tuple[str, ...] = (),
 ) -> str:
     """The appliance's TOML config for this install; ``metrics_token`` is the bearer token
-    Prometheus scrapes ``/metrics`` with (kept across re-installs by the caller)."""
+    Prometheus scrapes ``/metrics`` with (kept across re-installs by the caller);
+    ``gateway_workers`` the workers behind the gateway, where there is one
+    (``installer.units.gateway_workers``)."""
     sections: dict[str, dict[str, object]] = {
         "server": {"host": opts.host, "port": opts.port},
         "paths": {"data_dir": str(layout.data_dir)},
@@ -89,7 +94,7 @@ def render_config(
         "engine": {
             "backend": "sglang",
             "model_path": model_path,
-            "sglang_url": engine_url(profile, opts),
+            "sglang_url": engine_url(opts, gateway_workers),
         },
         "rag": {"embedding_model_path": embed_path},
         "security": {"environment": "production", "metrics_token": metrics_token},
@@ -102,8 +107,8 @@ def render_config(
         # a queued request on a CPU box may wait minutes for a batch slot; it must not time out
         # while admitted (a full queue answers "busy" at once instead)
         sections["engine"]["request_timeout_s"] = 600.0
-    if profile == "multi-node":
-        sections["engine"]["sglang_worker_urls"] = list(opts.workers)
+    if gateway_workers:
+        sections["engine"]["sglang_worker_urls"] = list(gateway_workers)
     lines = [
         "# Written by the appliance installer. A re-run keeps this file if you edit it;",
         "# `install.sh --upgrade` keeps it too. Keys: see README.md, Configuration.",

@@ -15,10 +15,10 @@ import urllib.request
 from pathlib import Path
 
 from installer.context import Context, InstallError, StepResult, run
-from installer.layout import UNIT_NAMES, Layout
+from installer.layout import UNIT_NAMES, Layout, start_order, unit_name
 from installer.profiles import render_config
 from installer.state import ensure_file, sha256_text
-from installer.units import render_units
+from installer.units import box_plan, gateway_workers, render_units
 
 SERVICE_USER = "appliance"
 
@@ -38,7 +38,9 @@ def step_config(ctx: Context, model_path: str, embed_path: str) -> StepResult:
     """Write the config; a file the admin edited is kept as it is."""
     path = ctx.layout.config_file
     token = _metrics_token(path)
-    text = render_config(ctx.profile, ctx.layout, ctx.opts, model_path, embed_path, token)
+    plan = box_plan(ctx.profile, ctx.opts, ctx.layout, ctx.facts.gpus, ctx.facts.ram_gb)
+    routed = gateway_workers(ctx.profile, ctx.opts, plan)
+    text = render_config(ctx.profile, ctx.layout, ctx.opts, model_path, embed_path, token, routed)
     if path.is_file():
         current = path.read_text(encoding="utf-8")
         written = ctx.state.get("config_sha")
@@ -115,14 +117,14 @@ def step_units(ctx: Context) -> StepResult:
     changed = ensure_file(ctx.layout.wrapper, wrapper_text(ctx.layout), 0o755)
     for role, text in rendered.units.items():
         changed |= ensure_file(ctx.layout.unit_path(role), text)
-    for role in set(UNIT_NAMES) - set(rendered.units):
-        stale = ctx.layout.unit_path(role)
-        if stale.exists() and role in ctx.state.get("units", []):
+    for role in set(ctx.state.get("units", [])) - set(rendered.units):
+        stale = ctx.layout.unit_path(role)  # a unit this installer wrote and no longer needs
+        if stale.exists():
             stale.unlink()
             changed = True
     ctx.state["units"] = sorted(rendered.units)
     if rendered.plan is not None:
-        ctx.notes.append(f"SGLang launch: {rendered.plan.command()}")
+        ctx.notes += [f"SGLang launch: {command}" for command in rendered.plan.commands()]
         ctx.notes += [f"tuning warning: {w}" for w in rendered.plan.warnings]
     if ctx.opts.systemd:
         if changed:
@@ -131,13 +133,12 @@ def step_units(ctx: Context) -> StepResult:
         link = Path("/usr/local/bin/appliance")
         if ctx.layout.is_system and not link.exists():
             link.symlink_to(ctx.layout.wrapper)
-    names = ", ".join(UNIT_NAMES[r] for r in sorted(rendered.units))
+    names = ", ".join(unit_name(r) for r in start_order(rendered.units))
     return StepResult("units", changed, f"{names} in {ctx.layout.units_dir}")
 
 
 def _names(ctx: Context) -> list[str]:
-    order = ("engine", "gateway", "app")
-    return [UNIT_NAMES[r] for r in order if r in ctx.state.get("units", [])]
+    return [unit_name(r) for r in start_order(ctx.state.get("units", []))]
 
 
 def app_url(ctx: Context) -> str:
@@ -188,10 +189,11 @@ def uninstall(layout: Layout, state: dict, systemd: bool, purge: bool) -> list[s
     """Stop and remove the services, the venv and the wrapper; the config and the data stay
     unless ``purge``. Returns what was removed."""
     removed = []
-    names = [UNIT_NAMES[r] for r in state.get("units", UNIT_NAMES)]
+    roles = start_order({*UNIT_NAMES, *state.get("units", [])})
+    names = [unit_name(r) for r in roles if r in state.get("units", UNIT_NAMES)]
     if systemd and shutil.which("systemctl"):
         subprocess.run(["systemctl", "disable", "--now", *names], capture_output=True, check=False)
-    for role in UNIT_NAMES:
+    for role in roles:
         if layout.unit_path(role).exists():
             layout.unit_path(role).unlink()
             removed.append(str(layout.unit_path(role)))

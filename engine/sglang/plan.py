@@ -1,7 +1,7 @@
 """CLI: print the tuned SGLang launch for this box and a model directory.
 
     python -m engine.sglang.plan --model-path /models/Llama-3.1-8B-Instruct
-    python -m engine.sglang.plan --model-path DIR --print command   # just the command line
+    python -m engine.sglang.plan --model-path DIR --print command   # one line per worker
 
 Reads ``nvidia-smi`` (or ``--gpus-csv``, a recorded output) and ``DIR/config.json``.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from engine.sglang.gpu_info import GIB, parse_nvidia_smi, read_gpus
 from engine.sglang.model_shape import load_shape
-from engine.sglang.tuning import DoesNotFit, LaunchPlan, SiteNeeds, tune
+from engine.sglang.tuning import BoxPlan, DoesNotFit, SiteNeeds, tune
 
 CAPACITY_CONTEXTS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
@@ -32,28 +32,33 @@ def host_ram_gb(meminfo: Path = Path("/proc/meminfo")) -> float:
     return 0.0
 
 
-def render_table(plan: LaunchPlan) -> str:
-    """A human-readable summary: knobs, memory, and the capacity table."""
+def render_table(plan: BoxPlan) -> str:
+    """A human-readable summary: workers, knobs, memory, and the capacity table."""
+    one = plan.first
+    groups = ", ".join(",".join(map(str, w.gpu_ids)) or "all" for w in plan.workers)
     rows = [
-        ("profile", plan.profile),
-        ("--tp-size", str(plan.tp)),
-        ("--mem-fraction-static", f"{plan.mem_fraction_static:g}"),
-        ("weights", f"{plan.weights_bytes / GIB:.1f} GiB"),
-        ("KV bytes/token", f"{plan.kv_bytes_per_token:,}"),
+        ("profile", one.profile),
+        ("workers", f"{len(plan.workers)} (GPUs: {groups})"),
+        ("--tp-size", str(one.tp)),
+        ("--mem-fraction-static", f"{one.mem_fraction_static:g}"),
+        ("weights", f"{one.weights_bytes / GIB:.1f} GiB"),
+        ("KV bytes/token", f"{one.kv_bytes_per_token:,}"),
         ("KV capacity", f"{plan.kv_capacity_tokens:,} tokens"),
-        ("--max-running-requests", str(plan.max_running_requests)),
-        ("--chunked-prefill-size", str(plan.chunked_prefill_size)),
-        ("--context-length", str(plan.context_length)),
-        ("hicache ratio", "off" if plan.hicache_ratio is None else f"{plan.hicache_ratio:g}"),
+        ("--max-running-requests", f"{one.max_running_requests} per worker"),
+        ("--chunked-prefill-size", str(one.chunked_prefill_size)),
+        ("--context-length", str(one.context_length)),
+        ("hicache ratio", "off" if one.hicache_ratio is None else f"{one.hicache_ratio:g}"),
     ]
     width = max(len(k) for k, _ in rows)
     out = [f"{k:<{width}}  {v}" for k, v in rows]
     out += ["", f"{'context':>8}  sessions"]
     out += [
-        f"{ctx:>8}  {plan.capacity(ctx)}" for ctx in CAPACITY_CONTEXTS if ctx <= plan.context_length
+        f"{ctx:>8}  {plan.capacity(ctx)}" for ctx in CAPACITY_CONTEXTS if ctx <= one.context_length
     ]
     out += [f"warning: {w}" for w in plan.warnings]
-    out += ["", plan.command()]
+    if plan.needs_gateway:
+        out += ["", f"{len(plan.workers)} workers, behind the model gateway (cache-aware routing):"]
+    out += ["", *plan.commands()]
     return "\n".join(out)
 
 
@@ -98,9 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"does not fit: {exc}", file=sys.stderr)
         return 3
     if args.what == "command":
-        print(plan.command())
+        print("\n".join(plan.commands()))
     elif args.what == "json":
-        print(json.dumps({**asdict(plan), "command": plan.command()}, indent=2))
+        workers = [{**asdict(w), "command": w.command()} for w in plan.workers]
+        box = {"workers": workers, "warnings": plan.warnings, "idle_gpus": plan.idle_gpus}
+        print(json.dumps(box, indent=2))
     else:
         print(render_table(plan))
     return 0

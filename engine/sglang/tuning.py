@@ -1,4 +1,4 @@
-"""Pure launch tuning: GPUs + model shape + site needs -> an SGLang command line.
+"""Pure launch tuning: GPUs + model shape + site needs -> the SGLang workers' command lines.
 
 Formulas (all memory in bytes; GiB = 2**30):
 
@@ -9,12 +9,16 @@ Formulas (all memory in bytes; GiB = 2**30):
   3 decimals. H100 80GB: 1 - 11/79.65 = 0.861 (band 0.85-0.88); H200: 1 - 13/140.4 = 0.907
   -> 0.90 (band 0.88-0.90); L40S 48GB: 1 - 8.5/45 = 0.811 (band 0.78-0.85).
 * KV capacity tokens = (fraction x tp x per_gpu_memory - weights) / kv_bytes_per_token.
-* ``--tp`` = the smallest power of two (else every GPU of the box) whose capacity covers the
-  site's KV budget = concurrency x min(avg tokens per request, context length) tokens, and at
-  least one full context.
+* Workers: the box is split into GPU groups of ``--tp-size`` GPUs, one SGLang worker each
+  (behind the gateway when there are several). The group size is the smallest power of two
+  (else every GPU of the box) that holds the weights plus one full context and whose workers
+  together cover the site's KV budget = concurrency x min(avg tokens per request, context
+  length) tokens; no GPU stays idle when the model fits on fewer GPUs than the box has. When
+  no split covers the budget, the split holding the most KV (usually one worker on every GPU).
+* Each worker is tuned for its share: concurrency / workers sessions, host RAM / workers.
 * ``--max-running-requests`` = min(256, capacity / avg tokens per request), at least 1.
 * ``--chunked-prefill-size`` = the profile's (8192 on 80 GB+ Hopper/A100, 4096 on 48 GB), or
-  2048 when the KV budget is tight (capacity < 1.25 x the site's budget).
+  2048 when the KV budget is tight (capacity < 1.25 x the worker's share of the budget).
 * HiCache (host-RAM second tier) when half the host RAM holds >= 2x the GPU KV pool:
   ``--enable-hierarchical-cache --hicache-ratio R``, R = min(4, usable / pool) floored to 0.5.
 """
@@ -22,11 +26,13 @@ Formulas (all memory in bytes; GiB = 2**30):
 from __future__ import annotations
 
 import math
-import shlex
 from dataclasses import dataclass
 
 from engine.sglang.gpu_info import GIB, GpuInfo, GpuProfile, match_profile
+from engine.sglang.launch_plan import BoxPlan, DoesNotFit, LaunchPlan, SiteNeeds
 from engine.sglang.model_shape import ModelShape
+
+__all__ = ["BoxPlan", "DoesNotFit", "LaunchPlan", "SiteNeeds", "tune"]
 
 CUDA_GRAPH_GIB = 2.0
 ACTIVATION_GIB_PER_8K = 3.0
@@ -34,55 +40,6 @@ MAX_RUNNING_CAP = 256
 TIGHT_SLACK = 1.25
 HICACHE_MIN_RATIO = 2.0
 HICACHE_MAX_RATIO = 4.0
-
-
-class DoesNotFit(ValueError):
-    """The model's weights do not fit on all the box's GPUs together."""
-
-
-@dataclass(frozen=True)
-class SiteNeeds:
-    """What the site expects: the context window, concurrent sessions, host RAM."""
-
-    context_length: int
-    concurrency: int
-    host_ram_gb: float
-    avg_tokens_per_request: int = 4096  # RAG: system + documents + turns + question
-
-
-@dataclass(frozen=True)
-class LaunchPlan:
-    """A tuned SGLang launch; ``argv`` may be replaced (``dataclasses.replace``) for tests."""
-
-    argv: tuple[str, ...]
-    profile: str
-    tp: int
-    mem_fraction_static: float
-    kv_capacity_tokens: int
-    kv_bytes_per_token: int
-    weights_bytes: int
-    max_running_requests: int
-    chunked_prefill_size: int
-    context_length: int
-    hicache_ratio: float | None
-    served_model_name: str
-    host: str = "127.0.0.1"
-    port: int = 30000
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def command(self) -> str:
-        """The shell-quoted command line."""
-        return shlex.join(self.argv)
-
-    def capacity(self, context_length: int) -> int:
-        """Sessions that can each hold ``context_length`` tokens in the GPU KV pool at once."""
-        if context_length <= 0:
-            raise ValueError("context_length must be positive")
-        return self.kv_capacity_tokens // context_length
 
 
 def fraction_for(profile: GpuProfile, per_gpu_bytes: int, chunked_prefill: int) -> float:
@@ -117,6 +74,45 @@ def hicache_ratio_for(host_ram_gb: float, pool_bytes: float) -> float | None:
     return ratio if ratio >= HICACHE_MIN_RATIO else None
 
 
+@dataclass(frozen=True)
+class Groups:
+    """How a box's GPUs are split: ``count`` workers of ``tp`` GPUs, each holding ``capacity``
+    KV tokens."""
+
+    tp: int
+    count: int
+    capacity: int
+
+
+def choose_groups(
+    n_gpus: int, fraction: float, per_gpu: int, shape: ModelShape, context: int, budget: int
+) -> Groups:
+    """The smallest GPU group that holds the weights plus one full context and whose workers
+    together cover the site's KV budget; when no split covers it, the one holding the most KV
+    (weights are copied once per worker, so fewer, larger groups hold more)."""
+    fitting: list[Groups] = []
+    for size in tp_candidates(n_gpus):
+        capacity = kv_capacity(fraction, size, per_gpu, shape)
+        if capacity < context:
+            continue
+        groups = Groups(size, n_gpus // size, capacity)
+        if groups.count * capacity >= budget:
+            return groups
+        fitting.append(groups)
+    if not fitting:
+        capacity = kv_capacity(fraction, n_gpus, per_gpu, shape)
+        raise DoesNotFit(
+            f"{shape.name}: {shape.weights_bytes / GIB:.1f} GiB of weights leave "
+            f"{capacity} KV tokens on {n_gpus} GPU(s); one {context}-token context does not fit"
+        )
+    return max(fitting, key=lambda g: g.count * g.capacity)
+
+
+def worker_port(port: int, index: int) -> int:
+    """Worker ``index``'s HTTP port: consecutive from the engine port."""
+    return port + index
+
+
 def tune(
     gpus: list[GpuInfo] | tuple[GpuInfo, ...],
     shape: ModelShape,
@@ -127,8 +123,8 @@ def tune(
     host: str = "127.0.0.1",
     port: int = 30000,
     python: str = "python",
-) -> LaunchPlan:
-    """Choose the SGLang launch arguments for this box, model and site."""
+) -> BoxPlan:
+    """Choose the SGLang workers for this box, model and site, and each one's launch."""
     if not gpus:
         raise ValueError("no GPUs: SGLang needs CUDA; use the embedded CPU engine")
     profile = match_profile(gpus[0].name)
@@ -142,34 +138,72 @@ def tune(
     if context < site.context_length:
         warnings.append(f"context length capped at the model's {context} tokens")
     avg = max(1, min(site.avg_tokens_per_request, context))
-    budget_tokens = max(context, site.concurrency * avg)
+    budget = max(context, site.concurrency * avg)
     fraction = fraction_for(profile, per_gpu, profile.chunked_prefill)
-
-    tp, capacity = 0, 0
-    for size in tp_candidates(len(gpus)):
-        tp, capacity = size, kv_capacity(fraction, size, per_gpu, shape)
-        if capacity >= budget_tokens:
-            break
-    if capacity < context:
-        raise DoesNotFit(
-            f"{shape.name}: {shape.weights_bytes / GIB:.1f} GiB of weights leave "
-            f"{capacity} KV tokens on {tp} GPU(s); one {context}-token context does not fit"
+    groups = choose_groups(len(gpus), fraction, per_gpu, shape, context, budget)
+    used = groups.tp * groups.count
+    idle = tuple(g.index for g in gpus[used:])
+    if idle:
+        warnings.append(
+            f"GPU(s) {', '.join(map(str, idle))} unused: {groups.count} worker(s) of "
+            f"{groups.tp} GPU(s) each"
         )
-    tight = capacity < TIGHT_SLACK * budget_tokens
-    if tp < len(gpus):
-        unused = len(gpus) - tp
-        warnings.append(f"{unused} GPU(s) unused at tp={tp}: add workers behind the gateway")
-    if capacity < budget_tokens:
-        warnings.append(f"KV capacity {capacity} < site budget {budget_tokens} tokens: peaks queue")
-    chunked = 2048 if tight else profile.chunked_prefill
-    max_running = max(1, min(MAX_RUNNING_CAP, capacity // avg))
-    pool_bytes = capacity * shape.kv_bytes_per_token
-    ratio = hicache_ratio_for(site.host_ram_gb, pool_bytes)
+    if groups.count * groups.capacity < budget:
+        total = groups.count * groups.capacity
+        warnings.append(f"KV capacity {total} < site budget {budget} tokens: peaks queue")
+    # each worker serves its share of the sessions (the gateway spreads them) from its share
+    # of the host RAM (HiCache)
+    share = SiteNeeds(
+        context, -(-site.concurrency // groups.count), site.host_ram_gb / groups.count, avg
+    )
     name = served_model_name or model_path.rstrip("/").rsplit("/", 1)[-1]
+    split = groups.count > 1 or bool(idle)
+    workers = tuple(
+        _worker(
+            profile.key,
+            shape,
+            share,
+            groups,
+            fraction,
+            profile.chunked_prefill,
+            gpu_ids=tuple(g.index for g in gpus[i * groups.tp : (i + 1) * groups.tp])
+            if split
+            else (),
+            model_path=model_path,
+            name=name,
+            host=host,
+            port=worker_port(port, i),
+            python=python,
+        )
+        for i in range(groups.count)
+    )
+    return BoxPlan(workers, tuple(warnings), idle)
 
+
+def _worker(
+    profile: str,
+    shape: ModelShape,
+    share: SiteNeeds,
+    groups: Groups,
+    fraction: float,
+    profile_chunk: int,
+    *,
+    gpu_ids: tuple[int, ...],
+    model_path: str,
+    name: str,
+    host: str,
+    port: int,
+    python: str,
+) -> LaunchPlan:
+    """One worker's launch, tuned for its share of the site."""
+    capacity, context, avg = groups.capacity, share.context_length, share.avg_tokens_per_request
+    budget = max(context, share.concurrency * avg)
+    chunked = 2048 if capacity < TIGHT_SLACK * budget else profile_chunk
+    max_running = max(1, min(MAX_RUNNING_CAP, capacity // avg))
+    ratio = hicache_ratio_for(share.host_ram_gb, capacity * shape.kv_bytes_per_token)
     argv = [python, "-m", "sglang.launch_server", "--model-path", model_path]
     argv += ["--served-model-name", name, "--host", host, "--port", str(port)]
-    argv += ["--tp-size", str(tp), "--context-length", str(context)]
+    argv += ["--tp-size", str(groups.tp), "--context-length", str(context)]
     argv += ["--mem-fraction-static", f"{fraction:g}", "--max-running-requests", str(max_running)]
     argv += ["--chunked-prefill-size", str(chunked)]
     argv += ["--schedule-policy", "lpm", "--radix-eviction-policy", "lru"]
@@ -178,8 +212,8 @@ def tune(
         argv += ["--enable-hierarchical-cache", "--hicache-ratio", f"{ratio:g}"]
     return LaunchPlan(
         argv=tuple(argv),
-        profile=profile.key,
-        tp=tp,
+        profile=profile,
+        tp=groups.tp,
         mem_fraction_static=fraction,
         kv_capacity_tokens=capacity,
         kv_bytes_per_token=shape.kv_bytes_per_token,
@@ -191,5 +225,5 @@ def tune(
         served_model_name=name,
         host=host,
         port=port,
-        warnings=tuple(warnings),
+        gpu_ids=gpu_ids,
     )

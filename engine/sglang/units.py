@@ -80,14 +80,19 @@ def render_unit(spec: UnitSpec) -> str:
 
 
 def server_spec(plan: LaunchPlan, *, user: str, working_directory: str) -> UnitSpec:
-    """The SGLang server unit (the engine on GPU sites); model load plus CUDA-graph capture can
-    take many minutes, hence the long start timeout."""
+    """One SGLang worker's unit (the engine on GPU sites), pinned to its GPU group when the box
+    is split; model load plus CUDA-graph capture can take many minutes, hence the long start
+    timeout."""
+    gpus = f", GPUs {','.join(map(str, plan.gpu_ids))}" if plan.gpu_ids else ""
     return UnitSpec(
-        description=f"RAG appliance engine (SGLang, {plan.served_model_name}, tp={plan.tp})",
+        description=(
+            f"RAG appliance engine (SGLang, {plan.served_model_name}, tp={plan.tp}{gpus}, "
+            f"port {plan.port})"
+        ),
         argv=plan.argv,
         user=user,
         working_directory=working_directory,
-        environment=dict(SERVER_ENV),
+        environment={**SERVER_ENV, **plan.environment},
         restart_sec=10,
         timeout_start_sec=1800,
         timeout_stop_sec=60,

@@ -16,7 +16,7 @@ from support.paths import FIXTURES, REPO
 from engine.sglang.gateway import GatewayConfig, gateway_for
 from engine.sglang.gpu_info import GpuInfo, match_profile, parse_nvidia_smi
 from engine.sglang.model_shape import ModelShape, shape_from_config
-from engine.sglang.tuning import DoesNotFit, LaunchPlan, SiteNeeds, tune
+from engine.sglang.tuning import BoxPlan, DoesNotFit, LaunchPlan, SiteNeeds, tune
 from engine.sglang.units import exec_start, gateway_spec, render_unit, server_spec
 
 FIX = FIXTURES / "sglang"
@@ -43,8 +43,15 @@ def shape(size: str) -> ModelShape:
     return shape_from_config(json.loads((FIX / f"config_{size}.json").read_text()), name=size)
 
 
-def plan_for(box: str, size: str, site: SiteNeeds = SITE, **kw: Any) -> LaunchPlan:
+def box_for(box: str, size: str, site: SiteNeeds = SITE, **kw: Any) -> BoxPlan:
     return tune(gpus(box), shape(size), site, model_path=f"/models/{size}", **kw)
+
+
+def plan_for(box: str, size: str, site: SiteNeeds = SITE, **kw: Any) -> LaunchPlan:
+    """The launch of a box that runs one worker."""
+    plan = box_for(box, size, site, **kw)
+    assert len(plan.workers) == 1
+    return plan.first
 
 
 def flag(plan: LaunchPlan, name: str) -> str:
@@ -147,9 +154,54 @@ def test_profiles_fraction_bands_and_chunking() -> None:
     l40s = plan_for("l40s", "8b")
     assert l40s.mem_fraction_static < 0.85 and l40s.chunked_prefill_size == 4096
     busy = plan_for("l40s", "8b", SiteNeeds(32768, 64, 64))  # budget 262,144 > capacity
-    assert busy.chunked_prefill_size == 2048 and busy.warnings
-    two = plan_for("2xh100", "8b")
-    assert two.tp == 1 and any("unused" in w for w in two.warnings)
+    assert busy.chunked_prefill_size == 2048
+    busy_box = box_for("l40s", "8b", SiteNeeds(32768, 64, 64))
+    assert any("peaks queue" in w for w in busy_box.warnings)
+
+
+def _box(n: int, memory_mib: int = 81559, name: str = "NVIDIA H100 80GB HBM3") -> list[GpuInfo]:
+    return [GpuInfo(i, name, memory_mib, 0, "550.54.15") for i in range(n)]
+
+
+def test_no_idle_gpus_one_worker_per_gpu_group() -> None:
+    # 2 x H100, 8B: one card holds 439k KV tokens (>= the 131k budget): a worker per card
+    two = box_for("2xh100", "8b")
+    assert [w.gpu_ids for w in two.workers] == [(0,), (1,)] and not two.idle_gpus
+    assert [w.port for w in two.workers] == [30000, 30001] and two.needs_gateway
+    assert not any("unused" in w for w in two.warnings)
+    for worker in two.workers:
+        assert flag(worker, "--tp-size") == "1" and flag(worker, "--port") == str(worker.port)
+        assert worker.environment["CUDA_VISIBLE_DEVICES"] == str(worker.gpu_ids[0])
+        assert worker.environment["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+        assert worker.command().startswith(
+            f"CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={worker.gpu_ids[0]} "
+        )
+        assert flag(worker, "--max-running-requests") == str(worker.kv_capacity_tokens // 4096)
+    assert two.kv_capacity_tokens == 2 * two.first.kv_capacity_tokens
+    assert two.capacity(32768) == 2 * two.first.capacity(32768)
+    # the 32B needs both cards for one context: one worker over both, no pinning
+    assert len(box_for("2xh100", "32b").workers) == 1 and not box_for("2xh100", "32b").first.gpu_ids
+    # 8 x H100: 8 workers of one GPU; a 70B-class model (no fit on 2) gets 2 workers of 4
+    eight = tune(_box(8), shape("8b"), SITE, model_path="/m")
+    assert len(eight.workers) == 8 and [w.port for w in eight.workers] == list(range(30000, 30008))
+    big = shape_from_config(
+        {**_cfg32(), "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
+         "num_attention_heads": 64, "num_key_value_heads": 8, "vocab_size": 128256},
+        name="70b",
+    )  # fmt: skip
+    seventy = tune(_box(8), big, SITE, model_path="/m")
+    assert [w.gpu_ids for w in seventy.workers] == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    assert {flag(w, "--tp-size") for w in seventy.workers} == {"4"}
+    # 6 cards: groups of 4 leave 2 idle, and the plan says so
+    six = tune(_box(6), big, SITE, model_path="/m")
+    assert six.idle_gpus == (4, 5) and any("GPU(s) 4, 5 unused" in w for w in six.warnings)
+    # each worker is tuned for its share: 2 x H100 at 64 sessions -> 32 each, as one card at 32
+    shared = box_for("2xh100", "8b", SiteNeeds(32768, 64, 64))
+    alone = plan_for("h100", "8b", SiteNeeds(32768, 32, 32))
+    assert (
+        shared.first.argv[shared.first.argv.index("--tp-size") :]
+        == alone.argv[alone.argv.index("--tp-size") :]
+    )
 
 
 def test_hicache_when_host_ram_allows() -> None:
@@ -164,14 +216,14 @@ def test_capacity_decreases_with_context_and_context_is_capped() -> None:
     plan = plan_for("h100", "8b")
     caps = [plan.capacity(c) for c in (2048, 4096, 8192, 16384, 32768)]
     assert caps == sorted(caps, reverse=True) and caps[0] > caps[-1] > 0
-    capped = plan_for("h200", "32b", SiteNeeds(131072, 8, 64))
-    assert capped.context_length == 32768 and any("capped" in w for w in capped.warnings)
+    capped = box_for("h200", "32b", SiteNeeds(131072, 8, 64))
+    assert capped.first.context_length == 32768 and any("capped" in w for w in capped.warnings)
     with pytest.raises(ValueError):
         tune([], shape("8b"), SITE, model_path="/m")
 
 
 def test_command_is_shell_quoted() -> None:
-    plan = tune(gpus("h100"), shape("8b"), SITE, model_path="/models/my model")
+    plan = tune(gpus("h100"), shape("8b"), SITE, model_path="/models/my model").first
     assert "'/models/my model'" in plan.command()
     echoed = subprocess.run(
         ["sh", "-c", f"printf '%s\\n' {plan.command()}"], capture_output=True, text=True
@@ -189,7 +241,7 @@ def test_server_unit(tmp_path: Path) -> None:
     assert "Restart=on-failure" in unit and "User=sglang" in unit
     assert "RestartSec=10\n" in unit and "TimeoutStartSec=1800" in unit
     assert "TimeoutStopSec=60" in unit and 'Environment="HF_HUB_OFFLINE=1"' in unit
-    assert f"(SGLang, {plan.served_model_name}, tp=1)" in unit
+    assert f"(SGLang, {plan.served_model_name}, tp=1, port 30000)" in unit
     assert exec_start(("a", "50%", "$HOME")) == "a 50%% '$$HOME'"
     _systemd_verify(tmp_path / "rag-sglang.service", unit)
 

@@ -25,7 +25,7 @@ from installer.detect import Facts, cuda_version_from_smi, pick_profile
 from installer.layout import Layout
 from installer.preflight import preflight
 from installer.profiles import Options, pip_steps, render_config
-from installer.units import render_units
+from installer.units import gateway_workers, render_units
 
 FIX = FIXTURES / "sglang"
 INSTALL_SH = REPO / "installer" / "install.sh"
@@ -148,7 +148,7 @@ def test_gpu_units_carry_the_tuned_launch(
         SiteNeeds(32768, 32, 64),
         model_path=str(model),
         python=str(layout.python),
-    )
+    ).first
     argv = exec_start(rendered.units["engine"])
     assert argv == list(expected.argv)
     assert argv[:3] == [str(layout.python), "-m", "sglang.launch_server"]
@@ -209,11 +209,53 @@ def test_cpu_and_multi_node_units_and_configs(tmp_path: Path) -> None:
     )
     assert multi["gateway"] == render_unit(spec)
     assert "RestartSec=5\n" in multi["gateway"] and "TimeoutStartSec=120\n" in multi["gateway"]
-    path.write_text(render_config("multi-node", layout, multi_opts, "/m", ""))
+    routed = gateway_workers("multi-node", multi_opts, None)
+    path.write_text(
+        render_config("multi-node", layout, multi_opts, "/m", "", gateway_workers=routed)
+    )
     config = load_config(path, environ={})
     assert config.engine.sglang_url == "http://127.0.0.1:30080"
     assert config.engine.sglang_worker_urls == workers
     assert config.database.url == "postgresql://a@db/x"
+
+
+def test_a_box_with_more_gpus_than_the_model_needs_runs_a_worker_per_gpu(tmp_path: Path) -> None:
+    """2 x H100 and an 8B model: two SGLang workers, one per GPU, behind the gateway; the app
+    talks to the gateway and knows both workers (doctor, admin console)."""
+    f = facts("2xh100")
+    layout = Layout.for_prefix(tmp_path / "prefix")
+    opts = Options(prefix=layout.prefix, model_dir=model_dir(tmp_path, "8b"))
+    rendered = render_units("h100", layout, opts, "appliance", f.gpus, host_ram_gb=64)
+    assert set(rendered.units) == {"engine", "engine-1", "gateway", "app"}
+    plan = rendered.plan
+    assert plan is not None and plan.worker_urls == (
+        "http://127.0.0.1:30000",
+        "http://127.0.0.1:30001",
+    )
+    for role, gpu in (("engine", "0"), ("engine-1", "1")):
+        unit = rendered.units[role]
+        assert f'Environment="CUDA_VISIBLE_DEVICES={gpu}"' in unit
+        assert 'Environment="CUDA_DEVICE_ORDER=PCI_BUS_ID"' in unit
+        argv = exec_start(unit)
+        assert argv[argv.index("--tp-size") + 1] == "1"
+    gateway = exec_start(rendered.units["gateway"])
+    assert all(url in gateway for url in plan.worker_urls)
+    assert gateway[gateway.index("--policy") + 1] == "cache_aware"
+    app = rendered.units["app"]
+    for name in ("appliance-engine.service", "appliance-engine-1.service", "appliance-gateway"):
+        assert name in app
+    verify_units(layout, rendered.units)
+    routed = gateway_workers("h100", opts, plan)
+    path = tmp_path / "h100.toml"
+    path.write_text(render_config("h100", layout, opts, "/m", "", gateway_workers=routed))
+    config = load_config(path, environ={})
+    assert config.engine.sglang_url == "http://127.0.0.1:30080"
+    assert config.engine.sglang_worker_urls == plan.worker_urls
+    # one GPU: one worker, no gateway, the app talks to it directly
+    single = render_units("h100", layout, opts, "appliance", facts("h100").gpus, host_ram_gb=64)
+    assert set(single.units) == {"engine", "app"}
+    assert gateway_workers("h100", opts, single.plan) == ()
+    assert "CUDA_VISIBLE_DEVICES" not in single.units["engine"]
 
 
 def test_pip_steps_are_pinned_and_offline_with_a_bundle(tmp_path: Path) -> None:

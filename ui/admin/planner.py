@@ -20,10 +20,11 @@ from ui.session import require_admin
 def plan_markdown(plan: CapacityPlan) -> str:
     lines = [
         f"### {plan.max_sessions} concurrent sessions at {plan.context_length:,} tokens each",
-        f"{plan.model} on {plan.gpu}: tp {plan.tp}, `--mem-fraction-static "
+        f"{plan.model} on {plan.gpu}: {plan.workers} worker(s) of tp {plan.tp}"
+        f"{' behind the gateway' if plan.workers > 1 else ''}, `--mem-fraction-static "
         f"{plan.mem_fraction_static:g}`, weights {plan.weights_gib} GiB, KV pool "
-        f"{plan.kv_capacity_tokens:,} tokens, `--max-running-requests "
-        f"{plan.max_running_requests}`",
+        f"{plan.kv_capacity_tokens:,} tokens, {plan.max_running_requests} running requests "
+        "in all",
         "",
         "| context | sessions |",
         "|---:|---:|",

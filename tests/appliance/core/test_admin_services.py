@@ -247,7 +247,7 @@ def test_planner_matches_the_plan_cli(tmp_path: Path, capsys) -> None:  # noqa: 
     argv = ["--model-path", str(model), "--gpus-csv", str(FIX / "nvidia_smi_h100.csv")]
     argv += ["--context-length", "32768", "--print", "json"]
     assert plan_cli.main(argv) == 0
-    cli = json.loads(capsys.readouterr().out)
+    [cli] = json.loads(capsys.readouterr().out)["workers"]
     assert plan.kv_capacity_tokens == cli["kv_capacity_tokens"]
     assert plan.max_sessions == cli["kv_capacity_tokens"] // 32768 > 0
     assert plan.mem_fraction_static == cli["mem_fraction_static"]
@@ -255,7 +255,11 @@ def test_planner_matches_the_plan_cli(tmp_path: Path, capsys) -> None:  # noqa: 
     assert dict(plan.capacity_table)[4096] == cli["kv_capacity_tokens"] // 4096
 
     big = plan_capacity("h200 — H200 141GB", 2, "Llama-3.3-70B-Instruct", 65536)
-    assert big.tp == 2 and big.max_sessions >= 1
+    assert big.tp == 2 and big.workers == 1 and big.max_sessions >= 1
+    # an 8B on two cards: a worker per card, both commands shown, sessions summed
+    two = plan_capacity("h100 — H100 80GB", 2, "", 32768, model_dir=str(model))
+    assert (two.tp, two.workers, two.max_sessions) == (1, 2, 2 * plan.max_sessions)
+    assert "CUDA_VISIBLE_DEVICES=1 " in two.command.splitlines()[1]
     with pytest.raises(PlanError, match="does not fit"):
         plan_capacity("l40s — L40S 48GB", 1, "Llama-3.3-70B-Instruct", 32768)
     with pytest.raises(PlanError, match="config.json"):

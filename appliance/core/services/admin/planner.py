@@ -68,9 +68,10 @@ class CapacityPlan:
     max_running_requests: int
     kv_capacity_tokens: int
     tp: int
+    workers: int  # SGLang workers of ``tp`` GPUs each, behind the gateway when more than one
     mem_fraction_static: float
     weights_gib: float
-    command: str
+    command: str  # one line per worker
     capacity_table: tuple[tuple[int, int], ...]  # (context, sessions)
     warnings: tuple[str, ...]
 
@@ -131,19 +132,21 @@ def plan_capacity(
         plan = tune(gpus, shape, site, model_path=path)
     except DoesNotFit as exc:
         raise PlanError(f"does not fit: {exc}") from exc
+    one = plan.first
     return CapacityPlan(
         gpu=gpus[0].name if gpu == THIS_BOX else gpu,
         model=shape.name,
-        context_length=plan.context_length,
-        max_sessions=plan.capacity(plan.context_length),
+        context_length=one.context_length,
+        max_sessions=plan.capacity(one.context_length),
         max_running_requests=plan.max_running_requests,
         kv_capacity_tokens=plan.kv_capacity_tokens,
-        tp=plan.tp,
-        mem_fraction_static=plan.mem_fraction_static,
-        weights_gib=round(plan.weights_bytes / GIB, 1),
-        command=plan.command(),
+        tp=one.tp,
+        workers=len(plan.workers),
+        mem_fraction_static=one.mem_fraction_static,
+        weights_gib=round(one.weights_bytes / GIB, 1),
+        command="\n".join(plan.commands()),
         capacity_table=tuple(
-            (c, plan.capacity(c)) for c in CAPACITY_CONTEXTS if c <= plan.context_length
+            (c, plan.capacity(c)) for c in CAPACITY_CONTEXTS if c <= one.context_length
         ),
         warnings=plan.warnings,
     )
