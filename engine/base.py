@@ -190,6 +190,9 @@ class GenerationStats:
     queue_s: float = 0.0
     # what ended a "stop": the stop string, or the end-of-sequence token id; None otherwise
     matched_stop: str | int | None = None
+    # the engine worker that served the request, where a gateway in front names it ("": one
+    # engine, or not named); a cache shadow per worker follows its own worker's cache
+    worker: str = ""
 
 
 @dataclass(frozen=True)

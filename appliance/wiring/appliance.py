@@ -130,10 +130,11 @@ def build_appliance(
     if config.bootstrap.ingest_sample_corpus and ingest.document_count() == 0:
         results = ingest.ingest_folder(SAMPLE_CORPUS)
         log.info("sample corpus: %d documents indexed", sum(r.status == "indexed" for r in results))
-    # the shadow models one cache: the engine's, or (multi-node) the workers' behind the
-    # gateway, whose cache-aware routing keeps each shared prefix on one worker
-    workers = max(1, len(config.engine.sglang_worker_urls))
-    ordering = default_ordering(config.engine.kv_budget_tokens * workers)
+    # the shadow models the engine's cache; behind a gateway (worker URLs given), each
+    # worker's cache, followed through the worker the gateway names for each answer
+    ordering = default_ordering(
+        config.engine.kv_budget_tokens, workers=config.engine.sglang_worker_urls
+    )
     if config.rag.ordering not in ordering.names():
         raise ConfigError(
             f"config error: rag.ordering: {config.rag.ordering!r} is not available here; "

@@ -9,6 +9,7 @@ fronts those workers.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,11 +55,12 @@ def plan_cluster(
     python: str = sys.executable,
     worker_ports: tuple[int, ...] = (),
     metrics_port: int = 0,
+    worker_env: Mapping[str, str] | None = None,
 ) -> ClusterPlan:
     """``workers`` local workers on ``base_port``, ``base_port + 1``, ... (or on
     ``worker_ports``) sharing ``cpus`` threads (at least one each), or none with ``remote``
     URLs; the gateway on ``gateway_port``, its metrics on ``metrics_port`` (0: the next
-    port)."""
+    port). ``worker_env`` adds settings to every local worker (e.g. its KV budget)."""
     if remote:
         local: tuple[WorkerSpec, ...] = ()
         urls = remote
@@ -74,7 +76,7 @@ def plan_cluster(
             raise ValueError(f"{workers} worker ports are needed, apart from the gateway's")
         threads = max(1, cpus // workers)
         local = tuple(
-            _worker(i, port, threads, model_dir, served_model_name, config_path, python)
+            _worker(i, port, threads, model_dir, served_model_name, config_path, python, worker_env)
             for i, port in enumerate(ports)
         )
         urls = tuple(w.url for w in local)
@@ -90,6 +92,7 @@ def _worker(
     served_model_name: str,
     config_path: Path | None,
     python: str,
+    extra_env: Mapping[str, str] | None = None,
 ) -> WorkerSpec:
     config = ("--config", str(config_path)) if config_path else ()
     argv = (
@@ -97,6 +100,7 @@ def _worker(
         "--host", LOOPBACK, "--port", str(port), "--served-model-name", served_model_name,
     )  # fmt: skip
     env = {
+        **(extra_env or {}),
         # every worker runs the embedded engine on its share of the cores, whatever the
         # app's own engine settings say
         "APPLIANCE_ENGINE__BACKEND": "embedded",

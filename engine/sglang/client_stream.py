@@ -28,6 +28,7 @@ from engine.base import (
     StreamItem,
     TextDelta,
 )
+from engine.sglang.gateway import ROUTED_WORKER_HEADER
 from engine.sglang.logprob_reader import LogprobReader
 from engine.stream import EngineStream
 
@@ -151,7 +152,7 @@ def raise_for_error_event(event: dict[str, Any]) -> None:
 
 
 def stats_from_meta(
-    meta: dict[str, Any], ttft_s: float | None, elapsed_s: float
+    meta: dict[str, Any], ttft_s: float | None, elapsed_s: float, worker: str = ""
 ) -> GenerationStats:
     finish = meta.get("finish_reason")
     kind = finish.get("type") if isinstance(finish, dict) else finish
@@ -168,6 +169,7 @@ def stats_from_meta(
         e2e_s=e2e_s,
         finish_reason=kind,
         matched_stop=matched if isinstance(matched, str | int) else None,
+        worker=worker,
     )
 
 
@@ -225,4 +227,7 @@ class SGLangStream(EngineStream):
                 yield TextDelta(delta)
         if not meta.get("finish_reason"):
             raise EngineUnavailable("the SGLang stream ended without a finish reason")
-        yield Finished(stats_from_meta(meta, ttft, time.perf_counter() - self._started))
+        # behind smg, the answer's header names the worker that served it
+        worker = self._response.headers.get(ROUTED_WORKER_HEADER, "")[:512].rstrip("/")
+        elapsed = time.perf_counter() - self._started
+        yield Finished(stats_from_meta(meta, ttft, elapsed, worker))

@@ -27,6 +27,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 METRICS_PORT_OFFSET = 1  # the gateway's metrics listen on its own port + this, unless set
+# smg 1.13.0 names the worker that served a request in this answer header (its URL; on
+# /generate, /v1/chat/completions and /v1/completions, streamed or not: seen on this machine)
+ROUTED_WORKER_HEADER = "x-smg-routed-worker-id"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from rag.ordering import contextpilot_adapter
 from rag.ordering.prefix import PrefixOrdering, chunk_weight
+from rag.ordering.routed import RoutedPrefixOrdering
 from rag.ordering.sent import Sent
 from rag.types import RetrievedChunk
 
@@ -87,6 +88,10 @@ class ContextOrdering:
         """The strategies available in this process."""
         return list(self._strategies)
 
+    def strategy(self, name: str) -> Strategy:
+        """The strategy object registered as ``name`` (``KeyError`` if none)."""
+        return self._strategies[name]
+
     def takes_riders(self, strategy: str) -> bool:
         """Whether ``strategy`` uses candidates (so a caller can skip retrieving them)."""
         return bool(getattr(self._strategies.get(strategy), "takes_riders", False))
@@ -139,12 +144,14 @@ class ContextOrdering:
         tail: Hashable | None = None,
         answer: Hashable | None = None,
         completion_tokens: int = 0,
+        worker: str = "",
     ) -> None:
         """What one finished request sent and what was cached: ``prefix`` (the keys of everything
         before this turn's documents, ``rag.prompt_keys.shadow_prefix``), the chunk ids rendered in
         this turn in prompt order, the key of the rest of its user message (``tail``) and of the
         answer the engine generated, which it caches too. The engine caches in whole pages of
-        ``page_tokens`` (``EngineInfo.cache_page_tokens``)."""
+        ``page_tokens`` (``EngineInfo.cache_page_tokens``); ``worker`` is the engine worker that
+        served it, where a gateway says so."""
         with self._lock:
             weights = {k: self._weights[k] for k in (*prefix, *chunk_ids) if k in self._weights}
             sent = Sent(
@@ -157,15 +164,24 @@ class ContextOrdering:
                 answer,
                 completion_tokens,
                 weights,
+                worker,
             )
             for observer in self._observers:
                 observer.observe(sent)
 
 
-def default_ordering(kv_capacity_tokens: int = 32768) -> ContextOrdering:
+def default_ordering(
+    kv_capacity_tokens: int = 32768, workers: Sequence[str] = ()
+) -> ContextOrdering:
     """relevance, doc_id, prefix (ours, with a shadow of an engine cache of
-    ``kv_capacity_tokens``), and contextpilot where the package is installed."""
-    ours = PrefixOrdering(kv_capacity_tokens)
+    ``kv_capacity_tokens``; behind a gateway over several ``workers``, a shadow of each
+    worker's cache of that size, ``RoutedPrefixOrdering``), and contextpilot where the package
+    is installed."""
+    ours: PrefixOrdering | RoutedPrefixOrdering = (
+        RoutedPrefixOrdering(workers, kv_capacity_tokens)
+        if len(workers) > 1
+        else PrefixOrdering(kv_capacity_tokens)
+    )
     strategies: dict[str, Strategy] = {
         "relevance": relevance_order,
         "doc_id": doc_id_order,

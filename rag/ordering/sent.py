@@ -16,7 +16,8 @@ class Sent:
     user message (None: unknown, so unique to this request) and ``answer`` the key of the
     answer the engine generated and cached after the prompt (None: not to be followed).
     ``weights`` holds the token counts the facade knows (chunks); the rest is estimated from
-    ``prompt_tokens`` and ``completion_tokens``."""
+    ``prompt_tokens`` and ``completion_tokens``. ``worker`` names the engine worker that served
+    the request, where a gateway says so (empty: unknown, or a single engine)."""
 
     prefix: tuple[Hashable, ...]
     chunk_ids: tuple[int, ...]
@@ -27,3 +28,4 @@ class Sent:
     answer: Hashable | None = None
     completion_tokens: int = 0
     weights: Mapping[Hashable, int] = field(default_factory=dict)
+    worker: str = ""

@@ -9,13 +9,18 @@
 2. Engine: a slice of the same workload through the embedded engine, for real: TTFT p50/p95.
 3. Quality: the sample corpus's QA set; an answer scores when its [n] citations hit the gold
    chunk (an answer without any citation: when the chunk it quotes most is the gold one).
+4. Gateway: a slice through ``engine-server`` workers behind smg (cache-aware routing), laid
+   out by one shadow and then by a shadow per worker; how far each shadow's prediction of the
+   cached tokens is from what the workers report (``gateway_shadow``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from appliance.bench.ordering.replay import RIDERS
@@ -78,6 +83,14 @@ def main(argv: list[str], config: AppConfig) -> int:
         help="candidates retrieved beyond the top-k per turn, and cache riders at most (0: off)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--gateway-turns", type=int, default=-1, help="turns behind the gateway (0: skip)"
+    )
+    parser.add_argument("--gateway-workers", type=int, default=2)
+    parser.add_argument(
+        "--gateway-kv", type=int, default=8192, help="KV budget per worker behind the gateway"
+    )
+    parser.add_argument("--gateway-port", type=int, default=34000, help="first port it may use")
     args = parser.parse_args(argv)
     sessions = args.sessions or (30 if args.quick else 400)
     capacities = [
@@ -101,9 +114,25 @@ def main(argv: list[str], config: AppConfig) -> int:
             intents=args.intents,
             shape=shape,
             riders=args.riders,
+            gateway=Gateway(
+                args.gateway_turns if args.gateway_turns >= 0 else (0 if args.quick else 40),
+                args.gateway_workers,
+                args.gateway_kv,
+                args.gateway_port,
+            ),
         )
     )
     return 0
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """The gateway section's size: turns (0: skip), workers, KV per worker, first port."""
+
+    turns: int = 0
+    workers: int = 2
+    kv_per_worker: int = 8192
+    port: int = 34000
 
 
 def run(
@@ -117,6 +146,7 @@ def run(
     intents: int = 0,
     shape: dict | None = None,
     riders: int = 6,
+    gateway: Gateway | None = None,
 ) -> str:
     from appliance.bench.ordering.sim import granularity, simulate
     from appliance.bench.ordering.workload import make_workload
@@ -156,11 +186,46 @@ def run(
             )
             out += table
             targets += more
+        if gateway is not None and gateway.turns:
+            out += _behind_gateway(config, engine, workload, gateway)
         out.append(render(("target", "measured", "met"), targets))
         out.append(f"total {time.perf_counter() - start:.0f} s")
         return "\n".join(out)
     finally:
         engine.close()
+
+
+def _behind_gateway(
+    config: AppConfig, engine: EmbeddedEngine, workload: Workload, gateway: Gateway
+) -> list[str]:
+    """The shadow's prediction error behind smg, laid out by each shadow design in turn."""
+    from appliance.bench.ordering import gateway_shadow as gs
+
+    rows: list[list[str]] = []
+    served = []
+    for ordered_by in gs.ORDERED_BY:
+        cpus = os.cpu_count() or 1
+        plan = gs.gateway_plan(
+            engine.model_dir, gateway.workers, gateway.kv_per_worker, gateway.port, cpus
+        )
+        result = gs.measure(
+            workload,
+            workload.turns[: gateway.turns],
+            engine.render_chat,
+            plan=plan,
+            kv_per_worker=gateway.kv_per_worker,
+            data_dir=config.paths.data_dir / "bench-gateway" / ordered_by.replace(" ", "-"),
+            ordered_by=ordered_by,
+        )
+        rows += gs.render_result(result)
+        served.append(" / ".join(str(n) for _w, n in sorted(result.requests_per_worker.items())))
+    return [
+        f"behind the gateway: {gateway.turns} turns through {gateway.workers} engine-server "
+        f"workers behind smg (cache_aware), 4 sessions at a time, KV budget "
+        f"{gateway.kv_per_worker:,} tokens per worker (small, so the shadows must follow "
+        f"evictions); requests per worker: {'; '.join(served)}",
+        render(gs.HEADERS, rows),
+    ]
 
 
 ENGINE_HEADERS = (

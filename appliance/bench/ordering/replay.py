@@ -11,6 +11,7 @@ engine.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -33,6 +34,7 @@ class Served:
     # tokens of the answer the backend holds in its cache after the prompt (an engine caches
     # what it generated; 0 when the replayed answer was never generated there)
     answer_tokens: int = 0
+    worker: str = ""  # the worker that served it, behind a gateway
 
 
 # (messages of the request, the answer to append to the conversation) -> what was served
@@ -112,9 +114,12 @@ class Replayer:
         self.page_tokens = page_tokens
         self.conversations: dict[int, _Conversation] = {}
         self.outcome = Outcome()
+        # turns of different sessions may be played from several threads at once
+        self._lock = threading.Lock()
 
     def play(self, turn: Turn) -> None:
-        conv = self.conversations.setdefault(turn.session, _Conversation())
+        with self._lock:
+            conv = self.conversations.setdefault(turn.session, _Conversation())
         prefix = shadow_prefix(self.system, conv.turns)
         fresh = [c for c in turn.retrieved if c.chunk_id not in conv.known]
         offered = [c for c in turn.candidates if c.chunk_id not in conv.known]
@@ -135,10 +140,15 @@ class Replayer:
             # an answer the backend never generated is not in its cache: not to be followed
             answer=answer_key(turn.answer) if served.answer_tokens else None,
             completion_tokens=served.answer_tokens + 1,
+            worker=served.worker,
         )
         conv.history += [("user", user_turn), ("assistant", turn.answer)]
         conv.known.update((c.chunk_id, c.number) for c in citations)
         conv.turns.append(RenderedTurn(sent, user_turn, turn.answer))
+        with self._lock:
+            self._count(turn, served, len(riders))
+
+    def _count(self, turn: Turn, served: Served, riders: int) -> None:
         out = self.outcome
         out.prompt_tokens += served.prompt_tokens
         out.cached_tokens += served.cached_tokens
@@ -146,7 +156,7 @@ class Replayer:
         out.prefills.append(served.prompt_tokens - served.cached_tokens)
         out.first_turn.append(turn.turn == 0)
         out.requests += 1
-        out.riders += len(riders)
+        out.riders += riders
 
 
 def replay(

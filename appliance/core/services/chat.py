@@ -224,6 +224,7 @@ class ChatService:
             tail=tail_key(prepared.user_turn),
             answer=answer_key(answer),
             completion_tokens=stats.completion_tokens,
+            worker=stats.worker,
         )
         yield self._finish(principal, question, prepared, grounded, answer, relayed, replace_ids)
 

@@ -175,4 +175,5 @@ def observe_continued(
         tail=tail_key(turn.user_turn),
         answer=answer_key(grown.content),
         completion_tokens=grown.completion_tokens,
+        worker=stats.worker,
     )

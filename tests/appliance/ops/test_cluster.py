@@ -24,6 +24,8 @@ from appliance.wiring.cluster import LocalCluster, running_state
 from appliance.wiring.cluster_plan import plan_cluster
 from engine.sglang.client import SGLangEngine
 from engine.sglang.gateway_status import read_gateway
+from rag.ordering import default_ordering
+from rag.ordering.routed import RoutedPrefixOrdering
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +47,12 @@ def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 @pytest.fixture(scope="module")
 def gateway_chat(appliance, cluster: LocalCluster, model_dir: Path) -> Iterator[ChatService]:  # noqa: ANN001
-    """The session appliance's chat service, its engine the SGLang client of the gateway."""
+    """The session appliance's chat service, its engine the SGLang client of the gateway and
+    its ordering a shadow per worker, as the app wires it behind a gateway."""
     engine = SGLangEngine(cluster.gateway_url, tokenizer=str(model_dir), timeout_s=60)
     chat = appliance.chat
-    yield ChatService(
-        appliance.db, appliance.knowledge, engine, chat.cfg, chat.settings, chat.ordering
-    )
+    ordering = default_ordering(32768, workers=cluster.plan.worker_urls)
+    yield ChatService(appliance.db, appliance.knowledge, engine, chat.cfg, chat.settings, ordering)
     engine.close()
 
 
@@ -77,6 +79,13 @@ def test_the_app_answers_a_chat_turn_through_the_gateway(
     done = events[-1]
     assert isinstance(done, DoneEvent), events[-1]
     assert done.answer and done.stats.prompt_tokens > 100
+    # the gateway named the worker, and only that worker's shadow follows the turn
+    routed = gateway_chat.ordering.strategy("prefix")
+    assert isinstance(routed, RoutedPrefixOrdering)
+    assert done.stats.worker in routed.workers
+    held = {url: o.shadow.total_tokens for url, o in routed.workers.items()}
+    assert held[done.stats.worker] >= done.stats.prompt_tokens - 64
+    assert sum(held.values()) == held[done.stats.worker]
 
 
 def test_requests_sharing_a_prefix_land_on_one_worker(cluster: LocalCluster, engine) -> None:  # noqa: ANN001
