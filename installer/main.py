@@ -15,6 +15,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from engine.sglang.tuning import NCCL_PORT_OFFSET
 from installer.bundle import BundleError, build_bundle, verify_bundle
 from installer.context import Context, InstallError, StepResult, run
 from installer.detect import Facts, can_bind, gather_facts, pick_profile
@@ -153,6 +154,7 @@ def _busy_ports(opts: Options, profile: str, gpu_count: int, reinstall: bool) ->
     # a GPU box runs up to one worker per GPU, on consecutive ports, and then a gateway
     for index in range(gpu_count):
         wanted[opts.engine_port + index] = "engine" if index == 0 else f"engine worker {index}"
+        wanted[opts.engine_port + NCCL_PORT_OFFSET + index] = f"engine worker {index} (NCCL)"
     if profile == "multi-node" or gpu_count > 1:
         wanted[GATEWAY_PORT] = "gateway"
     host = opts.host if opts.host not in ("0.0.0.0", "::") else "0.0.0.0"

@@ -17,6 +17,10 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
             >/dev/null 2>&1 || echo "note: could not install$wanted; the tests that need it skip"
     fi
 fi
+# SGLang's own argument parser, in a scratch venv, checks the tuned GPU launches; best effort:
+# without it (no network on a first run) that test skips and says why
+bash scripts/sglang_args_env.sh >/dev/null 2>&1 \
+    || echo "note: could not build .cache/sglang-args; the SGLang launch-args test skips"
 ruff check .
 ruff format --check .
 python -m pytest -p no:cacheprovider "$@"

@@ -108,6 +108,13 @@ def choose_groups(
     return max(fitting, key=lambda g: g.count * g.capacity)
 
 
+# Each worker's NCCL/TCPStore port, set rather than left to SGLang: unset, each worker picks
+# a random free port in 22000-29999 and binds it later, so workers starting together can pick
+# the same one (sglang 0.5.23 ``PortArgs.init_new``). HTTP port + 1000 stays below the
+# kernel's ephemeral range for the default ports (30000 + i -> 31000 + i).
+NCCL_PORT_OFFSET = 1000
+
+
 def worker_port(port: int, index: int) -> int:
     """Worker ``index``'s HTTP port: consecutive from the engine port."""
     return port + index
@@ -203,6 +210,7 @@ def _worker(
     ratio = hicache_ratio_for(share.host_ram_gb, capacity * shape.kv_bytes_per_token)
     argv = [python, "-m", "sglang.launch_server", "--model-path", model_path]
     argv += ["--served-model-name", name, "--host", host, "--port", str(port)]
+    argv += ["--nccl-port", str(port + NCCL_PORT_OFFSET)]
     argv += ["--tp-size", str(groups.tp), "--context-length", str(context)]
     argv += ["--mem-fraction-static", f"{fraction:g}", "--max-running-requests", str(max_running)]
     argv += ["--chunked-prefill-size", str(chunked)]

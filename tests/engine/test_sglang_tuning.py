@@ -32,6 +32,7 @@ ONCE_FLAGS = (
     "--chunked-prefill-size",
     "--max-running-requests",
     "--context-length",
+    "--nccl-port",
 )
 
 
@@ -171,6 +172,7 @@ def test_no_idle_gpus_one_worker_per_gpu_group() -> None:
     assert not any("unused" in w for w in two.warnings)
     for worker in two.workers:
         assert flag(worker, "--tp-size") == "1" and flag(worker, "--port") == str(worker.port)
+        assert flag(worker, "--nccl-port") == str(worker.port + 1000)  # set: never a race
         assert worker.environment["CUDA_VISIBLE_DEVICES"] == str(worker.gpu_ids[0])
         assert worker.environment["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
         assert worker.command().startswith(
