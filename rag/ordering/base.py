@@ -88,6 +88,16 @@ class ContextOrdering:
         """The strategies available in this process."""
         return list(self._strategies)
 
+    def predicted_cached(self, path: Sequence[Hashable]) -> int:
+        """Tokens of ``path`` the engine should find cached, by the first observer with a cache
+        shadow (0 without one)."""
+        with self._lock:
+            for observer in self._observers:
+                predict = getattr(observer, "predicted_cached", None)
+                if predict is not None:
+                    return int(predict(path))
+        return 0
+
     def strategy(self, name: str) -> Strategy:
         """The strategy object registered as ``name`` (``KeyError`` if none)."""
         return self._strategies[name]
@@ -103,10 +113,13 @@ class ContextOrdering:
         prefix: Sequence[Hashable],
         candidates: Sequence[RetrievedChunk] = (),
         max_riders: int | None = None,
+        tally: bool = True,
     ) -> list[RetrievedChunk]:
         """``chunks`` (required, most relevant first) in prompt order. ``candidates`` (ranked,
         optional) may add at most ``max_riders`` riders (default: as many as offered; 0: none)
-        where the strategy takes riders; the riders are the returned chunks not in ``chunks``."""
+        where the strategy takes riders; the riders are the returned chunks not in ``chunks``.
+        ``tally=False`` orders a second layout of a turn already ordered once: strategies that
+        count what is retrieved (``takes_riders`` ones) do not count it again."""
         try:
             fn = self._strategies[strategy]
         except KeyError:
@@ -119,9 +132,10 @@ class ContextOrdering:
         with self._lock:
             for c in (*chunks, *offered):
                 self._weights[c.chunk_id] = chunk_weight(c)
+            counted = {} if tally or not getattr(fn, "takes_riders", False) else {"tally": False}
             if not (budget and getattr(fn, "takes_riders", False)):
-                return fn(chunks, prefix)
-            out = fn(chunks, prefix, candidates=offered, max_riders=budget)
+                return fn(chunks, prefix, **counted)
+            out = fn(chunks, prefix, candidates=offered, max_riders=budget, **counted)
         placed = [c.chunk_id for c in out]
         riders = set(placed) - required
         if (
@@ -136,7 +150,7 @@ class ContextOrdering:
     def observe(
         self,
         prefix: Sequence[Hashable],
-        chunk_ids: Sequence[int],
+        chunk_ids: Sequence[Hashable],
         prompt_tokens: int,
         cached_tokens: int,
         page_tokens: int = 1,
@@ -145,15 +159,22 @@ class ContextOrdering:
         answer: Hashable | None = None,
         completion_tokens: int = 0,
         worker: str = "",
+        after: Sequence[Hashable] = (),
     ) -> None:
         """What one finished request sent and what was cached: ``prefix`` (the keys of everything
         before this turn's documents, ``rag.prompt_keys.shadow_prefix``), the chunk ids rendered in
         this turn in prompt order, the key of the rest of its user message (``tail``) and of the
         answer the engine generated, which it caches too. The engine caches in whole pages of
         ``page_tokens`` (``EngineInfo.cache_page_tokens``); ``worker`` is the engine worker that
-        served it, where a gateway says so."""
+        served it, where a gateway says so; ``after`` the keys between this turn's documents
+        and ``tail`` (a re-laid history, ``rag.layout``). A chunk key may be ``(id, number)``
+        (a chunk rendered under another number than its position, ``rag.layout.block_key``)."""
         with self._lock:
-            weights = {k: self._weights[k] for k in (*prefix, *chunk_ids) if k in self._weights}
+            weights = {
+                k: self._weights[_chunk_of(k)]
+                for k in (*prefix, *chunk_ids)
+                if _chunk_of(k) in self._weights
+            }
             sent = Sent(
                 tuple(prefix),
                 tuple(chunk_ids),
@@ -165,9 +186,17 @@ class ContextOrdering:
                 completion_tokens,
                 weights,
                 worker,
+                tuple(after),
             )
             for observer in self._observers:
                 observer.observe(sent)
+
+
+def _chunk_of(key: Hashable) -> Hashable:
+    """The chunk id of a chunk key (``id`` or ``(id, number)``); other keys as they are."""
+    if isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, int) for k in key):
+        return key[0]
+    return key
 
 
 def default_ordering(

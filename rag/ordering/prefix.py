@@ -47,6 +47,7 @@ class PrefixOrdering:
         self.popularity: Counter[int] = Counter()
         self._requests = 0
         self._tails = 0
+        self.page_tokens = 1  # the engine's cache granularity, from its reports
 
     def __call__(
         self,
@@ -54,9 +55,13 @@ class PrefixOrdering:
         prefix: Sequence[Hashable],
         candidates: Sequence[RetrievedChunk] = (),
         max_riders: int = 0,
+        tally: bool = True,
     ) -> list[RetrievedChunk]:
+        """``chunks`` in prompt order (see the module docstring); ``tally``: count them as
+        retrieved (False for a second layout of the same turn, so no turn counts twice)."""
         by_id = {c.chunk_id: c for c in chunks}
-        self._count(by_id)
+        if tally:
+            self._count(by_id)
         optional = {c.chunk_id: c for c in candidates if c.chunk_id not in by_id}
         if max_riders <= 0:
             optional = {}
@@ -77,15 +82,22 @@ class PrefixOrdering:
         middle.sort(key=lambda c: (-self.popularity[c.chunk_id], c.document_id, c.chunk_id))
         return head + middle + [last]
 
+    def predicted_cached(self, path: Sequence[Hashable]) -> int:
+        """Tokens of ``path`` the engine should find cached: what the shadow holds, in whole
+        pages of the engine's cache (as last reported)."""
+        held = self.shadow.predicted_cached(path)
+        return held - held % self.page_tokens
+
     def observe(self, sent: Sent) -> None:
         """Follow what was sent and what the engine reported as cached (in whole pages of
         ``sent.page_tokens``); then record the request, its tail and its answer, as the engine
         caches them, under the keys the conversation's next turn will walk."""
+        self.page_tokens = max(1, sent.page_tokens)
         tail = sent.tail
         if tail is None:
             self._tails += 1
             tail = ("tail", self._tails)  # unknown: a leaf of its own
-        path = (*sent.prefix, *sent.chunk_ids, tail)
+        path = (*sent.prefix, *sent.chunk_ids, *sent.after, tail)
         self.shadow.sync(
             path, sent.cached_tokens, page_tokens=sent.page_tokens, local=is_answer_key
         )

@@ -60,10 +60,10 @@ class RoutedPrefixOrdering:
     def predicted_cached(self, path: Sequence[Hashable], worker: str = "") -> int:
         """Tokens of ``path`` the shadow of ``worker`` holds (unknown or empty: the most any
         worker's shadow holds, the route the gateway prefers)."""
-        shadow = self.workers.get(worker.rstrip("/"))
-        if shadow is None:
-            return max(o.shadow.predicted_cached(path) for o in self.workers.values())
-        return shadow.shadow.predicted_cached(path)
+        ordering = self.workers.get(worker.rstrip("/"))
+        if ordering is None:
+            return max(o.predicted_cached(path) for o in self.workers.values())
+        return ordering.predicted_cached(path)
 
     def __call__(
         self,
@@ -71,9 +71,11 @@ class RoutedPrefixOrdering:
         prefix: Sequence[Hashable],
         candidates: Sequence[RetrievedChunk] = (),
         max_riders: int = 0,
+        tally: bool = True,
     ) -> list[RetrievedChunk]:
         ids = [c.chunk_id for c in (*chunks, *candidates)]
-        return self.workers[self.route(prefix, ids)](chunks, prefix, candidates, max_riders)
+        worker = self.workers[self.route(prefix, ids)]
+        return worker(chunks, prefix, candidates, max_riders, tally=tally)
 
     def observe(self, sent: Sent) -> None:
         """Follow the request on the worker that served it (or, unnamed, the likeliest)."""

@@ -20,7 +20,7 @@ class Sent:
     the request, where a gateway says so (empty: unknown, or a single engine)."""
 
     prefix: tuple[Hashable, ...]
-    chunk_ids: tuple[int, ...]
+    chunk_ids: tuple[Hashable, ...]
     prompt_tokens: int
     cached_tokens: int
     page_tokens: int = 1
@@ -29,3 +29,11 @@ class Sent:
     completion_tokens: int = 0
     weights: Mapping[Hashable, int] = field(default_factory=dict)
     worker: str = ""
+    # keys between this turn's documents and ``tail`` (a re-laid turn's history, which follows
+    # its documents); empty for an appended turn
+    after: tuple[Hashable, ...] = ()
+
+    @property
+    def path(self) -> tuple[Hashable, ...]:
+        """The request's keys in prompt order (``tail`` last; None when unknown)."""
+        return (*self.prefix, *self.chunk_ids, *self.after, self.tail)

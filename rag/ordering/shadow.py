@@ -150,14 +150,15 @@ class ShadowTrie:
         ``record``). Returns True when the shadow had to forget nodes the engine had evicted.
 
         ``page_tokens`` is the engine's cache granularity: it reuses a prefix in whole pages, so
-        a report up to a page short of the held path is not an eviction. A shortfall at a node
+        a report up to a page short of the held path (plus the usual slack for segment weights
+        that are estimates) is not an eviction. A shortfall at a node
         whose key ``local`` accepts is that node's alone (the engine may never have held it as
         the shadow keyed it: a generated answer that re-tokenises differently), so only its
         subtree goes."""
         reach = 0
         for node in self.walk(path):
             reach += node.tokens
-            if reach > cached_tokens + max(slack, page_tokens - 1, reach // 20):
+            if reach > cached_tokens + max(slack + page_tokens - 1, reach // 20):
                 if local is not None and local(node.key):
                     self._drop_subtree(node)
                     return False

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from appliance.bench.ordering.replay import RIDERS
-from appliance.bench.table import fmt_ratio, render, yes
+from appliance.bench.ordering.engine_report import on_engine
+from appliance.bench.ordering.replay import ADAPTIVE_ROW, RELAY_ROW, RIDERS
+from appliance.bench.table import render
 from appliance.core.config import AppConfig
 
 if TYPE_CHECKING:  # heavy imports happen only when the suite runs
@@ -35,21 +35,14 @@ if TYPE_CHECKING:  # heavy imports happen only when the suite runs
 # cache sizes in tokens: below the workload's working set (the cache holds about five prompts),
 # the embedded engine's default KV budget, and on to what a GPU profile holds
 CAPACITIES = "16000,32768,64000,256000,1000000"
-ENGINE_STRATEGIES = ("relevance", "contextpilot", "prefix", RIDERS)
-
-
-def _p(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
-
-
-def _ms_p50(values: list[float]) -> str:
-    return f"{statistics.median(values) * 1000:.0f} ms" if values else "-"
+ENGINE_STRATEGIES = ("relevance", "contextpilot", "prefix", RIDERS, ADAPTIVE_ROW)
 
 
 def variants(strategies: list[str], riders: int) -> list[Variant]:
     """Every strategy once (offered the candidates; only riders-takers use them), and ``prefix``
-    both without cache riders and, when ``riders``, with at most ``riders`` per turn."""
+    both without cache riders and, when ``riders``, with at most ``riders`` per turn; then
+    ``prefix`` (with the riders) re-laying every follow-up, and choosing per turn
+    (``rag.layout``)."""
     from appliance.bench.ordering.replay import Variant
 
     out = []
@@ -58,6 +51,8 @@ def variants(strategies: list[str], riders: int) -> list[Variant]:
             out.append(Variant(name, name, 0))
             if riders:
                 out.append(Variant(RIDERS, name, riders))
+            out.append(Variant(RELAY_ROW, name, riders, "relay"))
+            out.append(Variant(ADAPTIVE_ROW, name, riders, "adaptive"))
         else:
             out.append(Variant(name, name))
     return out
@@ -181,7 +176,7 @@ def run(
         out.append(granularity(engine, workload, max(capacities), rows))
         names = [v for n in ENGINE_STRATEGIES for v in rows if v.label == n]
         if engine_turns or qa:
-            table, more = _on_engine(
+            table, more = on_engine(
                 config, engine, workload, names, engine_turns, qa, answer_tokens, riders
             )
             out += table
@@ -226,130 +221,3 @@ def _behind_gateway(
         f"evictions); requests per worker: {'; '.join(served)}",
         render(gs.HEADERS, rows),
     ]
-
-
-ENGINE_HEADERS = (
-    "strategy",
-    "hit ratio",
-    "prefill tokens",
-    "TTFT p50",
-    "TTFT p95",
-    "p50 vs relevance",
-    "p50 first / follow-up",
-    "[n] cites gold",
-    "cites or quotes gold",
-    "quality vs relevance (pts)",
-    "riders slice/QA",
-)
-
-
-def _on_engine(
-    config: AppConfig,
-    engine: EmbeddedEngine,
-    workload: Workload,
-    names: list[Variant],
-    engine_turns: int,
-    qa: int,
-    answer_tokens: int,
-    riders: int = 0,
-) -> tuple[list[str], list[tuple[str, str, str]]]:
-    """TTFT on a slice of the workload, and QA quality, on the embedded engine."""
-    kv = config.engine.kv_budget_tokens
-    labels = [v.label for v in names]
-    er = {}
-    if engine_turns:
-        er = _engine_slice(engine, workload, names, engine_turns, kv)
-    quality = {}
-    if qa:
-        quality = _qa_quality(config, engine, names, qa, answer_tokens, riders)
-    base_p50 = statistics.median(er["relevance"].ttfts) if er else 0.0
-    base_q = quality["relevance"].grounded_score if quality else 0.0
-    rows = [_engine_row(name, er, quality, base_p50, base_q) for name in labels]
-    lines = [
-        f"embedded engine: {len(workload.turns[:engine_turns])} turns of the workload, KV budget "
-        f"{kv:,} tokens, one engine per strategy, turns interleaved; quality: {qa} QA "
-        f"questions over the sample corpus in waves of 4, top-{config.rag.top_k} ({RIDERS}: "
-        f"and the next {riders} of a top-{config.rag.top_k + riders} search as candidates); "
-        "riders sent: on the slice / in QA",
-        render(ENGINE_HEADERS, rows),
-    ]
-    return lines, _engine_targets(er, quality, base_p50, base_q)
-
-
-def _engine_slice(
-    engine: EmbeddedEngine,
-    workload: Workload,
-    names: list[Variant],
-    engine_turns: int,
-    kv: int,
-) -> dict:
-    """One engine per strategy (the same model and budget), played turn by turn."""
-    from appliance.bench.ordering.engine import engine_run
-    from engine.embedded.engine import EmbeddedEngine
-
-    labels = [v.label for v in names]
-    extra = [EmbeddedEngine(engine.model_dir, kv_budget_tokens=kv) for _ in names[1:]]
-    try:
-        engines = dict(zip(labels, [engine, *extra], strict=True))
-        return engine_run(engines, workload, workload.turns[:engine_turns], kv, names)
-    finally:
-        for e in extra:
-            e.close()
-
-
-def _qa_quality(
-    config: AppConfig,
-    engine: EmbeddedEngine,
-    names: list[Variant],
-    qa: int,
-    answer_tokens: int,
-    riders: int,
-) -> dict:
-    """The sample corpus's QA set, per strategy."""
-    from appliance.bench.ordering.engine import qa_items, qa_run, sample_corpus_retrieval
-    from rag.embeddings import Embedder
-
-    items = qa_items(qa)
-    embedder = Embedder(config.rag.embedding_model_path)
-    questions = [i["question"] for i in items]
-    plain, deep = sample_corpus_retrieval(config, engine, embedder, questions, riders)
-    system = config.chat.system_prompt
-    kv = config.engine.kv_budget_tokens
-    return qa_run(engine, items, plain, system, names, kv, answer_tokens, with_riders=deep, wave=4)
-
-
-def _engine_row(name: str, er: dict, quality: dict, base_p50: float, base_q: float) -> tuple:
-    r, q = er.get(name), quality.get(name)
-    p50 = statistics.median(r.ttfts) if r else 0.0
-    return (
-        name,
-        f"{r.hit_ratio:.3f}" if r else "-",
-        f"{r.prefill_tokens:,}" if r else "-",
-        f"{p50 * 1000:.0f} ms" if r else "-",
-        f"{_p(r.ttfts, 0.95) * 1000:.0f} ms" if r else "-",
-        fmt_ratio(p50, base_p50) if r else "-",
-        " / ".join(_ms_p50(r.ttfts_of(f)) for f in (True, False)) if r else "-",
-        f"{q.hits}/{q.questions}" if q else "-",
-        f"{q.grounded}/{q.questions} ({q.retrieved} in prompt)" if q else "-",
-        f"{q.grounded_score - base_q:+.1f}" if q else "-",
-        f"{r.riders}/{q.riders if q else 0}" if r else (f"-/{q.riders}" if q else "-"),
-    )
-
-
-def _engine_targets(
-    er: dict, quality: dict, base_p50: float, base_q: float
-) -> list[tuple[str, str, str]]:
-    targets = []
-    for name in ("prefix", RIDERS):
-        label = "" if name == "prefix" else f" ({RIDERS})"
-        if er and name in er:
-            ratio = statistics.median(er[name].ttfts) / base_p50 if base_p50 else 1.0
-            targets.append(
-                (f"TTFT p50 <= 0.6 x relevance{label}", f"{ratio:.3f}", yes(ratio <= 0.6))
-            )
-        if quality and name in quality:
-            delta = quality[name].grounded_score - base_q
-            targets.append(
-                (f"quality >= relevance - 2 pts{label}", f"{delta:+.1f} pts", yes(delta >= -2))
-            )
-    return targets

@@ -89,7 +89,16 @@ def engine_run(
     for n in names:
         v = by_label.get(n, Variant.of(n))
         ordering = default_ordering(kv_capacity_tokens)
-        players[n] = Replayer(workload, ordering, v.strategy, engine_backend(engines[n]), v.riders)
+        engine = engines[n]
+        players[n] = Replayer(
+            workload,
+            ordering,
+            v.strategy,
+            engine_backend(engine),
+            v.riders,
+            layout=v.layout,
+            count=lambda m, e=engine: e.count_tokens(e.render_chat(m)),
+        )
     for i, turn in enumerate(turns):
         for name in names[i % len(names) :] + names[: i % len(names)]:
             players[name].play(turn)
@@ -103,6 +112,7 @@ class Quality:
     retrieved: int  # questions whose gold chunk was in the prompt at all (the ceiling)
     questions: int
     riders: int = 0  # cache riders sent along, over all questions
+    shared: bool = False  # measured on another row with the same first turns
 
     @property
     def grounded_score(self) -> float:

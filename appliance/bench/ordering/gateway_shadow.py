@@ -70,10 +70,6 @@ class Prediction:
         return (self.predicted - self.reported) / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
-def _path(sent: Sent) -> tuple:
-    return (*sent.prefix, *sent.chunk_ids, sent.tail)
-
-
 class OneShadowProbe:
     """Notes what ``ours`` (the strategy, with one shadow for all workers) predicted for each
     request, then lets it observe as usual."""
@@ -83,7 +79,7 @@ class OneShadowProbe:
         self.result = Prediction("one shadow, workers' total")
 
     def observe(self, sent: Sent) -> None:
-        self.result.add(self.ours.shadow.predicted_cached(_path(sent)), sent)
+        self.result.add(self.ours.predicted_cached(sent.path), sent)
         self.ours.observe(sent)
 
 
@@ -97,7 +93,7 @@ class PerWorkerProbe:
         self.told = Prediction("per-worker, route told")
 
     def observe(self, sent: Sent) -> None:
-        path = _path(sent)
+        path = sent.path
         guess = self.routed.route(sent.prefix, sent.chunk_ids)
         self.guessed.add(self.routed.predicted_cached(path, guess), sent, guess == sent.worker)
         self.told.add(self.routed.predicted_cached(path, sent.worker), sent)

@@ -12,14 +12,17 @@ engine.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from appliance.bench.ordering.radix import RadixLRU
 from appliance.bench.ordering.workload import Turn, Workload
+from rag.layout import Conversation, lay_out
 from rag.ordering import ContextOrdering, riders_in
 from rag.prompt import build_messages, number_chunks, render_user_turn
 from rag.prompt_keys import RenderedTurn, answer_key, shadow_prefix, tail_key
+from rag.types import RetrievedChunk
 
 Messages = tuple[tuple[str, str], ...]
 
@@ -42,16 +45,20 @@ Backend = Callable[[Messages, str], Served]
 
 
 RIDERS = "prefix+rider"  # the label of ``prefix`` with cache riders
+RELAY_ROW = "re-lay"  # ``prefix`` with cache riders, every follow-up re-laid
+ADAPTIVE_ROW = "adaptive"  # ``prefix`` with cache riders, each turn's layout chosen
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One row of the benchmark: a strategy, and at most how many cache riders it may take per
-    turn (None: as many candidates as a turn has; strategies without riders ignore them)."""
+    """One row of the benchmark: a strategy, at most how many cache riders it may take per
+    turn (None: as many candidates as a turn has; strategies without riders ignore them), and
+    the prompt layout (``rag.layout.LAYOUTS``; None: append, the chat service's, with riders)."""
 
     label: str
     strategy: str
     riders: int | None = None
+    layout: str | None = None
 
     @classmethod
     def of(cls, item: str | Variant) -> Variant:
@@ -67,6 +74,8 @@ class Outcome:
     prefills: list[int] = field(default_factory=list)  # per request: tokens not from the cache
     requests: int = 0
     riders: int = 0  # cache riders sent (candidate chunks beyond the top-k)
+    layouts: Counter[str] = field(default_factory=Counter)  # layouts sent, by kind
+    predicted: int = 0  # cached tokens the shadow predicted for the layouts sent
 
     @property
     def prefill_tokens(self) -> int:
@@ -104,20 +113,30 @@ class Replayer:
         backend: Backend,
         riders: int | None = None,
         page_tokens: int = 1,
+        layout: str | None = None,
+        count: Callable[[Messages], int] | None = None,
     ) -> None:
         """``riders``: at most this many cache riders per turn (None: as many candidates as a
         turn has; 0: none). ``page_tokens``: the backend's cache granularity (told to the
-        ordering with each report, as the chat service does)."""
+        ordering with each report, as the chat service does). ``layout``: lay turns out with
+        ``rag.layout`` (no riders), counting a candidate's prompt tokens with ``count``."""
         self.system = workload.system_prompt
         self.ordering, self.strategy, self.backend = ordering, strategy, backend
         self.riders = riders
         self.page_tokens = page_tokens
+        self.layout, self.count = layout, count
+        if layout is not None and count is None:
+            raise ValueError("a layout needs a prompt token count")
         self.conversations: dict[int, _Conversation] = {}
+        self.laid_out: dict[int, Conversation] = {}
         self.outcome = Outcome()
         # turns of different sessions may be played from several threads at once
         self._lock = threading.Lock()
 
     def play(self, turn: Turn) -> None:
+        if self.layout is not None:
+            self._play_layout(turn)
+            return
         with self._lock:
             conv = self.conversations.setdefault(turn.session, _Conversation())
         prefix = shadow_prefix(self.system, conv.turns)
@@ -148,6 +167,52 @@ class Replayer:
         with self._lock:
             self._count(turn, served, len(riders))
 
+    def _play_layout(self, turn: Turn) -> None:
+        """One turn laid out by ``rag.layout`` (append, re-lay, or the cheaper of the two)."""
+        assert self.layout is not None and self.count is not None
+        with self._lock:
+            conv = self.laid_out.setdefault(turn.session, Conversation.start(self.system))
+
+        def order(
+            chunks: Sequence[RetrievedChunk],
+            prefix: Sequence[Hashable],
+            candidates: Sequence[RetrievedChunk],
+            tally: bool,
+        ) -> list[RetrievedChunk]:
+            return self.ordering.order(
+                self.strategy, chunks, prefix, candidates, self.riders, tally=tally
+            )
+
+        count = self.count
+        layout, scored = lay_out(
+            self.layout,
+            conv,
+            turn.question,
+            turn.retrieved,
+            order,
+            lambda candidate: count(candidate.messages),
+            lambda candidate: self.ordering.predicted_cached(candidate.keys),
+            turn.candidates,
+        )
+        served = self.backend(layout.messages, turn.answer)
+        self.ordering.observe(
+            layout.prefix,
+            layout.chunk_keys,
+            served.prompt_tokens,
+            served.cached_tokens,
+            self.page_tokens,
+            tail=layout.tail,
+            answer=answer_key(turn.answer) if served.answer_tokens else None,
+            completion_tokens=served.answer_tokens + 1,
+            worker=served.worker,
+            after=layout.after,
+        )
+        conv.record(layout, turn.answer)
+        with self._lock:
+            self._count(turn, served, sum(c.rider for c in layout.citations))
+            self.outcome.layouts[layout.kind] += 1
+            self.outcome.predicted += scored[layout.kind][1]
+
     def _count(self, turn: Turn, served: Served, riders: int) -> None:
         out = self.outcome
         out.prompt_tokens += served.prompt_tokens
@@ -167,9 +232,11 @@ def replay(
     backend: Backend,
     riders: int | None = None,
     page_tokens: int = 1,
+    layout: str | None = None,
+    count: Callable[[Messages], int] | None = None,
 ) -> Outcome:
-    """Play ``turns`` in order through one strategy and backend."""
-    player = Replayer(workload, ordering, strategy, backend, riders, page_tokens)
+    """Play ``turns`` in order through one strategy and backend (and layout)."""
+    player = Replayer(workload, ordering, strategy, backend, riders, page_tokens, layout, count)
     for turn in turns:
         player.play(turn)
     return player.outcome

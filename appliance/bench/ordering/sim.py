@@ -7,11 +7,11 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING
 
-from appliance.bench.ordering.replay import RIDERS
+from appliance.bench.ordering.replay import ADAPTIVE_ROW, RELAY_ROW, RIDERS
 from appliance.bench.table import fmt_ratio, render, yes
 
 if TYPE_CHECKING:  # heavy imports happen only when the suite runs
-    from appliance.bench.ordering.replay import Variant
+    from appliance.bench.ordering.replay import Messages, Outcome, Variant
     from appliance.bench.ordering.workload import Workload
     from engine.embedded.engine import EmbeddedEngine
 
@@ -25,11 +25,14 @@ def simulate(
     from rag.ordering import default_ordering
 
     pieces = PieceTokenizer(engine.encode)
+
+    def count(messages: Messages) -> int:
+        return len(pieces.chat(messages))
+
     lines: list[tuple[str, ...]] = []
-    # per variant of ours: (capacity, prefill / contextpilot's, hit ratio) at every capacity
-    ours: dict[str, list[tuple[int, float, float]]] = {}
+    per_cap: dict[int, dict[str, Outcome]] = {}
     for cap in capacities:
-        results = {
+        results = per_cap[cap] = {
             v.label: replay(
                 workload,
                 workload.turns,
@@ -37,6 +40,8 @@ def simulate(
                 v.strategy,
                 simulator_backend(RadixLRU(cap), pieces),
                 v.riders,
+                layout=v.layout,
+                count=count if v.layout else None,
             )
             for v in rows
         }
@@ -50,18 +55,15 @@ def simulate(
                     f"{r.prefill_tokens:,}",
                     fmt_ratio(r.prefill_tokens, cp.prefill_tokens) if cp else "-",
                     fmt_ratio(r.prefill_tokens, base.prefill_tokens),
+                    f"{r.prompt_tokens:,}",
                     f"{r.first_turn_prefill:,}",
                     fmt_ratio(r.first_turn_prefill, cp.first_turn_prefill) if cp else "-",
                     f"{r.prefill_tokens - r.first_turn_prefill:,}",
                     fmt_ratio(statistics.median(r.prefills), statistics.median(base.prefills)),
                     f"{r.riders / r.requests:.2f}" if r.requests else "-",
+                    _layouts(r),
                 )
             )
-        for name in ("prefix", RIDERS):
-            if name in results:
-                r = results[name]
-                vs_cp = r.prefill_tokens / cp.prefill_tokens if cp else 0.0
-                ours.setdefault(name, []).append((cap, vs_cp, r.hit_ratio))
     headers = (
         "capacity",
         "strategy",
@@ -69,39 +71,106 @@ def simulate(
         "prefill tokens",
         "vs contextpilot",
         "vs relevance",
+        "prompt tokens",
         "1st-turn prefill",
         "1st-turn vs cp",
         "later-turn prefill",
         # what TTFT p50 can gain at most on this cache: the median turn's prefill
         "p50 turn prefill vs rel.",
         "riders/turn",
+        # turns appended / re-laid, and how far the shadow's prediction of the cached tokens
+        # of the layouts sent was from the cache's, as a share of the prompt tokens
+        "append/re-lay, pred. error",
     )
-    return render(headers, lines), simulator_targets(ours)
+    return render(headers, lines), simulator_targets(per_cap)
 
 
-def simulator_targets(
-    ours: dict[str, list[tuple[int, float, float]]],
-) -> list[tuple[str, str, str]]:
-    """The prefill target at every capacity (each one listed) and the best hit ratio."""
+def _layouts(r: Outcome) -> str:
+    if not r.layouts:
+        return "-"
+    error = abs(r.predicted - r.cached_tokens) / r.prompt_tokens if r.prompt_tokens else 0.0
+    return f"{r.layouts['append']}/{r.layouts['relay']}, {100 * error:.1f}%"
+
+
+def simulator_targets(per_cap: dict[int, dict[str, Outcome]]) -> list[tuple[str, str, str]]:
+    """The prefill target at every capacity (each one listed) and the best hit ratio, for
+    ``prefix`` and ``prefix+rider``; then the adaptive layout's targets."""
     targets = []
+    caps = sorted(per_cap)
+    cp_of = {c: per_cap[c].get("contextpilot") for c in caps}
     for name, label in (("prefix", ""), (RIDERS, f" ({RIDERS})")):
-        if name not in ours:
+        if not all(name in per_cap[c] for c in caps):
             continue
-        per_cap = ours[name]
-        if all(vs_cp for _c, vs_cp, _h in per_cap):
-            missed = [f"{c:,}" for c, vs_cp, _h in per_cap if vs_cp > 0.9]
+        if all(cp_of.values()):
+            ratios = {c: per_cap[c][name].prefill_tokens / cp_of[c].prefill_tokens for c in caps}
+            missed = [f"{c:,}" for c in caps if ratios[c] > 0.9]
             targets.append(
                 (
                     f"prefill <= 0.9 x contextpilot, every capacity{label}",
-                    " / ".join(f"{vs_cp:.3f}" for _c, vs_cp, _h in per_cap),
+                    " / ".join(f"{ratios[c]:.3f}" for c in caps),
                     "yes" if not missed else f"NO (at {', '.join(missed)})",
                 )
             )
         else:
             targets.append((f"prefill <= 0.9 x contextpilot{label}", "not installed", "-"))
-        best = max(h for _c, _v, h in per_cap)
+        best = max(per_cap[c][name].hit_ratio for c in caps)
         targets.append((f"hit ratio >= 0.74 ({name})", f"best {best:.3f}", yes(best >= 0.74)))
+    if all(ADAPTIVE_ROW in per_cap[c] for c in caps):
+        targets += adaptive_targets(per_cap)
     return targets
+
+
+def adaptive_targets(per_cap: dict[int, dict[str, Outcome]]) -> list[tuple[str, str, str]]:
+    """The per-turn layout choice: against ContextPilot (0.90x from 32k tokens, 0.95x below),
+    against the better of always appending and always re-laying (1.01x), and never more
+    prompt tokens than appending."""
+    caps = sorted(per_cap)
+    out = []
+    if all("contextpilot" in per_cap[c] for c in caps):
+        ratios = {
+            c: per_cap[c][ADAPTIVE_ROW].prefill_tokens / per_cap[c]["contextpilot"].prefill_tokens
+            for c in caps
+        }
+        missed = [f"{c:,}" for c in caps if ratios[c] > (0.90 if c >= 32_000 else 0.95)]
+        out.append(
+            (
+                "adaptive prefill <= 0.90 x contextpilot (>= 32k), 0.95 x (16k)",
+                " / ".join(f"{ratios[c]:.3f}" for c in caps),
+                "yes" if not missed else f"NO (at {', '.join(missed)})",
+            )
+        )
+    pure = {
+        c: min(per_cap[c][RIDERS].prefill_tokens, per_cap[c][RELAY_ROW].prefill_tokens)
+        for c in caps
+        if RIDERS in per_cap[c] and RELAY_ROW in per_cap[c]
+    }
+    if pure:
+        ratios = {c: per_cap[c][ADAPTIVE_ROW].prefill_tokens / pure[c] for c in pure}
+        out.append(
+            (
+                "adaptive prefill <= 1.01 x the better of append and re-lay",
+                " / ".join(f"{ratios[c]:.3f}" for c in pure),
+                yes(all(r <= 1.01 for r in ratios.values())),
+            )
+        )
+        more = [
+            c
+            for c in pure
+            if per_cap[c][ADAPTIVE_ROW].prompt_tokens > per_cap[c][RIDERS].prompt_tokens
+        ]
+        out.append(
+            (
+                "adaptive prompt tokens <= append-only's",
+                " / ".join(
+                    fmt_ratio(
+                        per_cap[c][ADAPTIVE_ROW].prompt_tokens, per_cap[c][RIDERS].prompt_tokens
+                    )
+                    for c in pure
+                ),
+                "yes" if not more else f"NO (at {', '.join(f'{c:,}' for c in more)})",
+            )
+        )
+    return out
 
 
 PAGES = (1, 16, 128)  # the embedded engine; a common SGLang page size; vLLM CPU's block
@@ -118,7 +187,11 @@ def granularity(
     from rag.ordering import default_ordering
 
     pieces = PieceTokenizer(engine.encode)
-    picked = [v for v in rows if v.label in ("relevance", "prefix", RIDERS)]
+
+    def count(messages: Messages) -> int:
+        return len(pieces.chat(messages))
+
+    picked = [v for v in rows if v.label in ("relevance", "prefix", RIDERS, ADAPTIVE_ROW)]
     lines = []
     for v in picked:
         hits = []
@@ -131,6 +204,8 @@ def granularity(
                 simulator_backend(RadixLRU(capacity, page_tokens=page), pieces),
                 v.riders,
                 page_tokens=page,
+                layout=v.layout,
+                count=count if v.layout else None,
             )
             hits.append(r)
         lines.append(

@@ -1,0 +1,132 @@
+"""A turn's prompt layout (``rag.layout``): append and re-lay, the numbering a conversation keeps
+whichever is sent, the shadow keys of each, and the choice between them."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import pytest
+from test_ordering import chunk
+
+from rag.layout import (
+    ADAPTIVE,
+    APPEND,
+    RELAY,
+    Conversation,
+    Layout,
+    append_layout,
+    block_key,
+    choose,
+    lay_out,
+    relay_layout,
+)
+from rag.prompt_keys import answer_key, tail_key
+from rag.types import RetrievedChunk
+
+SYSTEM = "You answer from the documents."
+
+
+def as_given(
+    chunks: Sequence[RetrievedChunk],
+    prefix: Sequence[Hashable],
+    candidates: Sequence[RetrievedChunk],
+    tally: bool,
+) -> list[RetrievedChunk]:
+    return list(chunks)
+
+
+def reverse(
+    chunks: Sequence[RetrievedChunk],
+    prefix: Sequence[Hashable],
+    candidates: Sequence[RetrievedChunk],
+    tally: bool,
+) -> list[RetrievedChunk]:
+    return list(reversed(chunks))
+
+
+def test_append_continues_from_what_was_sent_and_keeps_numbers() -> None:
+    conv = Conversation.start(SYSTEM)
+    first = append_layout(conv, "Q1?", [chunk(10), chunk(11)], as_given)
+    assert first.kind == APPEND and first.messages[0] == ("system", SYSTEM)
+    assert first.prefix == (conv.system_key,) and first.chunk_keys == (10, 11)
+    assert first.messages[-1][1].startswith("Documents:\n\n[1] Doc 10")
+    conv.record(first, "A1 [1]")
+    assert conv.keys == (*first.keys, answer_key("A1 [1]")) and conv.numbers == {10: 1, 11: 2}
+
+    second = append_layout(conv, "Q2?", [chunk(11), chunk(12)], as_given)
+    assert second.messages[: len(conv.sent)] == conv.sent  # the last prompt, byte for byte
+    assert second.prefix == conv.keys and second.chunk_keys == (12,)  # only what is new
+    assert [(n, c.chunk_id) for n, c in second.new_chunks] == [(3, 12)]
+    assert [(c.number, c.chunk_id) for c in second.citations] == [(2, 11), (3, 12)]
+    assert "Most relevant documents: [2], [3]" in second.short and "Q2?" in second.short
+
+
+def test_relay_sends_every_retrieved_chunk_first_under_the_conversations_numbers() -> None:
+    conv = Conversation.start(SYSTEM)
+    conv.record(append_layout(conv, "Q1?", [chunk(10), chunk(11)], as_given), "A1 [1]")
+    conv.record(append_layout(conv, "Q2?", [chunk(12)], as_given), "A2 [3]")
+    relaid = relay_layout(conv, "Q3?", [chunk(11), chunk(13)], reverse)
+    system, docs, *history, last = relaid.messages
+    assert system == ("system", SYSTEM) and docs[0] == "user"
+    # the block: 13 (new: number 4) then 11 (its number 2); old documents (10, 12) left out
+    assert docs[1].startswith("Documents:\n\n[4] Doc 13") and "[2] Doc 11" in docs[1]
+    assert "Doc 10" not in "".join(t for _r, t in relaid.messages)
+    assert [m[1] for m in history] == [conv.turns[0].short, "A1 [1]", conv.turns[1].short, "A2 [3]"]
+    assert last == ("user", relaid.short) and "Question: Q3?" in relaid.short
+    # keys: the block after the system prompt, number-qualified where number != position
+    # (13 is [4] at position 1; 11 is [2] at position 2, as a first turn would render it)
+    assert relaid.prefix == (conv.system_key,)
+    assert relaid.chunk_keys == ((13, 4), 11)
+    assert relaid.after == (
+        tail_key(conv.turns[0].short),
+        answer_key("A1 [1]"),
+        tail_key(conv.turns[1].short),
+        answer_key("A2 [3]"),
+    )
+    assert relaid.present == {11, 13}
+    conv.record(relaid, "A3 [4]")
+    # a chunk the re-lay left out comes back under its old number when appended again
+    again = append_layout(conv, "Q4?", [chunk(10), chunk(14)], as_given)
+    assert [(n, c.chunk_id) for n, c in again.new_chunks] == [(1, 10), (5, 14)]
+    assert again.messages[: len(conv.sent)] == conv.sent
+
+
+def test_a_block_chunk_is_keyed_by_id_only_where_its_number_is_its_position() -> None:
+    assert block_key(7, 1, 1) == 7 and block_key(7, 3, 1) == (7, 3)
+    # a first turn's chunks are numbered in prompt order: plain ids, shared with other sessions
+    conv = Conversation.start(SYSTEM)
+    first = lay_out(ADAPTIVE, conv, "Q?", [chunk(5), chunk(6)], as_given, len_of, nothing)[0]
+    assert first.kind == APPEND and first.chunk_keys == (5, 6)
+
+
+def len_of(layout: Layout) -> int:
+    return sum(len(text) for _r, text in layout.messages)
+
+
+def nothing(layout: Layout) -> int:
+    return 0
+
+
+def test_choose_takes_the_fewest_uncached_tokens_and_never_more_prompt_than_append() -> None:
+    conv = Conversation.start(SYSTEM)
+    conv.record(append_layout(conv, "Q1?", [chunk(10), chunk(11)], as_given), "A1")
+    append = append_layout(conv, "Q2?", [chunk(12)], as_given)
+    relay = relay_layout(conv, "Q2?", [chunk(12)], as_given)
+    tokens = {APPEND: 1000, RELAY: 600}
+    held = {APPEND: 900, RELAY: 0}
+    picked, scored = choose([append, relay], lambda x: tokens[x.kind], lambda x: held[x.kind])
+    assert picked.kind == APPEND and scored == {APPEND: (1000, 900), RELAY: (600, 0)}
+    held[APPEND] = 100  # the history was evicted: re-lay sends 600 uncached, append 900
+    assert choose([append, relay], lambda x: tokens[x.kind], lambda x: held[x.kind])[0] is relay
+    held[APPEND] = 400  # a tie on uncached tokens: the shorter prompt
+    assert choose([append, relay], lambda x: tokens[x.kind], lambda x: held[x.kind])[0] is relay
+    tokens[RELAY], held[RELAY] = 1001, 1001  # longer than append: never taken
+    assert choose([append, relay], lambda x: tokens[x.kind], lambda x: held[x.kind])[0] is append
+    with pytest.raises(ValueError):
+        choose([], len_of, nothing)
+    with pytest.raises(ValueError):
+        lay_out("sideways", conv, "Q?", [], as_given, len_of, nothing)
+    # adaptive weighs both; the fixed layouts send theirs
+    assert lay_out(RELAY, conv, "Q?", [chunk(1)], as_given, len_of, nothing)[0].kind == RELAY
+    both = lay_out(ADAPTIVE, conv, "Q?", [chunk(1)], as_given, len_of, nothing)[1]
+    assert set(both) == {APPEND, RELAY}
