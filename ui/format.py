@@ -136,6 +136,15 @@ def _bar(parts: list[tuple[float, str, str]]) -> str:
     return f"<div class='bar'>{segs}</div>"
 
 
+def _predicted(stats: TurnStats) -> str:
+    """What the cache shadow predicted before sending, and how far the engine's report was
+    from it ("1,200 (engine: -48)")."""
+    if stats.predicted_cached is None:
+        return "–"
+    off = stats.cached_tokens - stats.predicted_cached
+    return f"{stats.predicted_cached:,} ({off:+,})"
+
+
 def panel_html(
     stats: TurnStats | None,
     chunk_numbers: list[int],
@@ -164,6 +173,8 @@ def panel_html(
             " ".join(f"[{n}]" for n in chunk_numbers) or "–",
         ),
         ("ordering", t(lang, "panel.ordering"), stats.ordering or "–"),
+        ("layout", t(lang, "panel.layout"), stats.layout or "–"),
+        ("predicted", t(lang, "panel.predicted"), _predicted(stats)),
     ]
     if verified:
         rows.append(("verified", t(lang, "panel.verified"), verified))

@@ -124,3 +124,15 @@ def test_an_answer_cut_at_the_length_limit_offers_continue() -> None:
     assert conversation_view([cut], "en").outputs()[-1]["visible"] is True
     assert t("en", "chat.cut") == "The answer was cut at the length limit."
     assert t("ko", "chat.continue") == "이어서 생성"
+
+
+def test_the_panel_shows_the_layout_and_the_shadows_prediction() -> None:
+    from dataclasses import replace
+
+    from ui.format import panel_html
+
+    stats = replace(STATS, layout="append", predicted_cached=780)
+    html = panel_html(stats, [1, 2])
+    assert "data-metric='layout'" in html and ">append<" in html
+    assert ">780 (-30)<" in html  # the engine reported 750: 30 fewer than predicted
+    assert ">–<" in panel_html(STATS, [1])  # an older turn: nothing recorded

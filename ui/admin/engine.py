@@ -81,6 +81,11 @@ def summary_markdown(turns: list[dict], samples: list) -> str:
         if not math.isnan(p50):
             parts.append(f"TTFT p50 **{p50:.0f} ms**, p95 **{p95:.0f} ms** (last 20 turns)")
         parts.append(f"turn cache hit rate **{100 * last['turn_hit_rate']:.0f}%**")
+        if last.get("shadow_error") is not None:
+            # how far the ordering's cache shadow was from the engine's cached-token reports
+            parts.append(
+                f"shadow prediction off by **{100 * last['shadow_error']:.1f}%** of prompt"
+            )
     if samples:
         s = samples[-1]
         parts.append(

@@ -97,8 +97,12 @@ class Message(Base):
     ttft_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     e2e_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     retrieval_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
-    # the context-ordering strategy that laid out this answer's documents
+    # the context-ordering strategy that laid out this answer's documents, the prompt layout
+    # it was sent with (``rag.layout``), and the cached tokens the cache shadow predicted for
+    # it before it was sent (against the engine's ``cached_tokens``)
     ordering: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    layout: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    predicted_cached: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # grounded answers (assistant messages): the "From the documents" card shown before the
     # generated text, each answer sentence's verdict, the mode that produced the answer, and the
     # counts the admin charts read (claims: sentences that state something checkable)

@@ -71,6 +71,10 @@ class TurnStats:
     e2e_ms: float
     retrieval_ms: float
     ordering: str | None
+    # the prompt layout sent, and the cached tokens the cache shadow predicted for it (None:
+    # a turn stored before they were recorded)
+    layout: str | None = None
+    predicted_cached: int | None = None
 
     @property
     def hit_pct(self) -> float:
@@ -118,6 +122,8 @@ def _stats(m: Message) -> TurnStats:
         m.e2e_ms or 0.0,
         m.retrieval_ms or 0.0,
         m.ordering,
+        m.layout,
+        m.predicted_cached,
     )
 
 

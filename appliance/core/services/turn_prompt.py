@@ -12,9 +12,10 @@ from appliance.core.auth.principal import Principal
 from appliance.core.services.knowledge import KnowledgeBase
 from appliance.core.services.settings import ChatSettings
 from engine.base import Engine
+from rag.layout import APPEND
 from rag.ordering import ContextOrdering, riders_in
 from rag.prompt import Citation, build_messages, number_chunks, render_user_turn
-from rag.prompt_keys import RenderedTurn, rendered_numbers, shadow_prefix
+from rag.prompt_keys import RenderedTurn, rendered_numbers, shadow_prefix, tail_key
 from rag.types import RetrievedChunk
 
 # one stored message: role, its text as it was in the prompt, and (answers) its citations
@@ -38,6 +39,10 @@ class PreparedTurn:
     page_tokens: int  # the engine's prefix-cache granularity when the turn was laid out
     # every chunk this turn cites (retrieved, then riders): what the evidence card reads
     sources: tuple[RetrievedChunk, ...] = ()
+    # the prompt layout sent (``rag.layout``: the chat service appends), and the cached
+    # tokens the cache shadow predicted for it before it was sent
+    layout: str = APPEND
+    predicted_cached: int = 0
 
 
 class TurnPrompts:
@@ -107,6 +112,7 @@ class TurnPrompts:
                 max_riders = 0
             else:
                 turns = turns[1:]
+        sent = tuple(c.chunk_id for _n, c in new_chunks)
         return PreparedTurn(
             conversation_id,
             messages,
@@ -115,9 +121,11 @@ class TurnPrompts:
             retrieval_ms,
             settings,
             prefix,
-            tuple(c.chunk_id for _n, c in new_chunks),
+            sent,
             info.cache_page_tokens,
             (*retrieved, *riders),
+            APPEND,
+            self.ordering.predicted_cached((*prefix, *sent, tail_key(user_turn))),
         )
 
     def _candidates(

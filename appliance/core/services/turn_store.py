@@ -72,6 +72,8 @@ def store_turn(
             e2e_ms=stats.e2e_s * 1000,
             retrieval_ms=prepared.retrieval_ms,
             ordering=prepared.settings.ordering,
+            layout=prepared.layout,
+            predicted_cached=prepared.predicted_cached,
             evidence=[asdict(c) for c in grounding.card],
             verdicts=checked,
             answer_mode=grounding.mode,

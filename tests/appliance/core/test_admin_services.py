@@ -338,3 +338,20 @@ def test_admin_queries_on_postgresql(  # noqa: ANN001
         assert "collection.rename" in admin.audit.csv("admin actions")
     finally:
         appliance.db.dispose()
+
+
+def test_rolling_stats_say_how_far_the_shadow_was_from_the_engine() -> None:
+    from datetime import UTC, datetime
+
+    from appliance.core.services.admin.series import Turn, rolling_turn_stats
+
+    at = datetime.now(UTC)
+    turns = [
+        Turn(at, 100.0, 1000, 500, 10, 900.0),  # stored before predictions were recorded
+        Turn(at, 100.0, 1000, 600, 10, 900.0, predicted_cached=650),
+        Turn(at, 100.0, 2000, 1500, 10, 900.0, predicted_cached=1400),
+    ]
+    out = rolling_turn_stats(turns)
+    assert out[0]["shadow_error"] is None
+    assert out[1]["shadow_error"] == 50 / 1000
+    assert out[2]["shadow_error"] == (50 + 100) / 3000

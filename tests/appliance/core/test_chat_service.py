@@ -79,6 +79,17 @@ def test_follow_up_turn_is_append_only_and_hits_the_cache(appliance, staff) -> N
     # chunks already in the conversation are not repeated: numbers continue
     numbers = [c.number for c in second_events[0].citations]
     assert len(set(numbers)) == len(numbers)
+    # the stored turn says which layout was sent and what the cache shadow predicted for it:
+    # it held turn 1 (prompt and answer), so it expected about what the engine reported
+    with appliance.db.session() as s:
+        reply = s.scalars(
+            select(Message).where(Message.conversation_id == conv, Message.role == "assistant")
+        ).all()[-1]
+        assert reply.layout == "append" and reply.predicted_cached is not None
+        assert reply.predicted_cached >= len(turn1) // 2
+        assert abs(reply.predicted_cached - reply.cached_tokens) <= 0.1 * reply.prompt_tokens
+    last = convs(appliance).turns(staff, conv)[-1].stats  # what the per-answer panel shows
+    assert (last.layout, last.predicted_cached) == ("append", reply.predicted_cached)
 
 
 def _messages_of(appliance, user, conv: int, upto: int) -> tuple:  # noqa: ANN001

@@ -94,6 +94,7 @@ class MetricsSampler:
                     Message.e2e_ms,
                     Message.claims_total,
                     Message.claims_supported,
+                    Message.predicted_cached,
                 )
                 .where(
                     Message.role == "assistant",
@@ -113,6 +114,7 @@ class MetricsSampler:
                 e2e_ms=float(r[5] or 0.0),
                 claims_total=r[6] or 0,
                 claims_supported=r[7] or 0,
+                predicted_cached=r[8],
             )
             for r in reversed(rows)
         ]

@@ -32,12 +32,17 @@ class Turn:
     # checked answer sentences (0 and 0 for answers stored before answers were checked)
     claims_total: int = 0
     claims_supported: int = 0
+    # the cached tokens the cache shadow predicted before the turn was sent (None: not recorded)
+    predicted_cached: int | None = None
 
 
 def rolling_turn_stats(turns: Sequence[Turn], window: int = 20) -> list[dict]:
     """Per turn, oldest first: TTFT p50/p95 and the cache hit rate over the last ``window``
     turns up to and including it (so every point is backed by real turns), and the share of
-    their checked sentences that the sources support (None while none was checked)."""
+    their checked sentences that the sources support (None while none was checked), and how
+    far the cache shadow's predictions were from the engine's reports: the sum of
+    |predicted - reported cached tokens| over their prompt tokens (None while none was
+    predicted)."""
     out = []
     for i, turn in enumerate(turns):
         recent = turns[max(0, i - window + 1) : i + 1]
@@ -45,6 +50,8 @@ def rolling_turn_stats(turns: Sequence[Turn], window: int = 20) -> list[dict]:
         prompt = sum(t.prompt_tokens for t in recent)
         cached = sum(t.cached_tokens for t in recent)
         claims = sum(t.claims_total for t in recent)
+        predicted = [t for t in recent if t.predicted_cached is not None]
+        predicted_prompt = sum(t.prompt_tokens for t in predicted)
         out.append(
             {
                 "time": turn.at,
@@ -53,6 +60,12 @@ def rolling_turn_stats(turns: Sequence[Turn], window: int = 20) -> list[dict]:
                 "turn_hit_rate": cached / prompt if prompt else 0.0,
                 "verified_share": (
                     sum(t.claims_supported for t in recent) / claims if claims else None
+                ),
+                "shadow_error": (
+                    sum(abs((t.predicted_cached or 0) - t.cached_tokens) for t in predicted)
+                    / predicted_prompt
+                    if predicted_prompt
+                    else None
                 ),
             }
         )
