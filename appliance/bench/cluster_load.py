@@ -176,7 +176,6 @@ def _cluster(
         model_dir=model_dir,
         served_model_name=model_dir.name,
         cpus=cpus,
-        base_port=port + 2,
         gateway_port=port,
         policy=policy,
     )

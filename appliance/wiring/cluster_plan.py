@@ -47,7 +47,7 @@ def plan_cluster(
     model_dir: Path,
     served_model_name: str,
     cpus: int,
-    base_port: int = 30001,
+    base_port: int = 0,
     gateway_port: int = 30000,
     config_path: Path | None = None,
     policy: str = "cache_aware",
@@ -57,7 +57,8 @@ def plan_cluster(
     metrics_port: int = 0,
     worker_env: Mapping[str, str] | None = None,
 ) -> ClusterPlan:
-    """``workers`` local workers on ``base_port``, ``base_port + 1``, ... (or on
+    """``workers`` local workers on ``base_port``, ``base_port + 1``, ... (0: from the port
+    after the gateway's; a port the gateway or its metrics hold is skipped) (or on
     ``worker_ports``) sharing ``cpus`` threads (at least one each), or none with ``remote``
     URLs; the gateway on ``gateway_port``, its metrics on ``metrics_port`` (0: the next
     port). ``worker_env`` adds settings to every local worker (e.g. its KV budget)."""
@@ -68,6 +69,7 @@ def plan_cluster(
         if workers < 1:
             raise ValueError("a cluster needs at least one worker")
         taken = {gateway_port, metrics_port or gateway_port + 1}
+        base_port = base_port or gateway_port + 1
         ports = (
             list(worker_ports)
             or [p for p in range(base_port, base_port + workers + 2) if p not in taken][:workers]

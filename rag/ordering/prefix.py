@@ -97,7 +97,7 @@ class PrefixOrdering:
         if tail is None:
             self._tails += 1
             tail = ("tail", self._tails)  # unknown: a leaf of its own
-        path = (*sent.prefix, *sent.chunk_ids, *sent.after, tail)
+        path = (*sent.path[:-1], tail)
         self.shadow.sync(
             path, sent.cached_tokens, page_tokens=sent.page_tokens, local=is_answer_key
         )

@@ -170,13 +170,12 @@ def gateway_plan(
     model_dir: Path, workers: int, kv_per_worker: int, port: int, cpus: int
 ) -> ClusterPlan:
     """``workers`` local workers with ``kv_per_worker`` KV tokens each, behind smg on ``port``
-    (the workers on the ports after its metrics port)."""
+    (the workers on the ports after its metrics port, ``plan_cluster``'s default)."""
     return plan_cluster(
         workers=workers,
         model_dir=model_dir,
         served_model_name=model_dir.name,
         cpus=cpus,
-        base_port=port + 2,
         gateway_port=port,
         worker_env={"APPLIANCE_ENGINE__KV_BUDGET_TOKENS": str(kv_per_worker)},
     )
