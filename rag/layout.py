@@ -11,6 +11,9 @@
 
 A chunk keeps its number for the whole conversation, whichever layout is sent: the answers cite
 the same ``[n]``. The next turn continues from what was actually sent (``Conversation.sent``).
+What a turn sent is kept as a ``SentTurn`` (``Layout.sent``), from which ``rebuild`` lays it
+out again, message for message and key for key; ``Conversation.resume`` replays a stored
+conversation that way. Which layout a turn sends is chosen in ``rag.layout_choice``.
 
 Shadow keys (``rag.prompt_keys``): a rendered chunk is keyed by its id where its tokens are
 fixed by the path to it: anywhere after a conversation's own history, and at position ``p``
@@ -78,15 +81,49 @@ class Conversation:
         self.sent = (*layout.messages, ("assistant", answer))
         self.keys = (*layout.keys, answer_key(answer))
         self.present = layout.present
-        self.numbers.update((c.chunk_id, c.number) for c in layout.citations)
+        self.numbers.update(layout.block)
         self.turns.append(PastTurn(layout.short, answer))
+
+    @classmethod
+    def resume(
+        cls, system: str, turns: Sequence[tuple[SentTurn, str]], keep: int | None = None
+    ) -> Conversation:
+        """The conversation after ``turns`` (each as it was sent, with its answer), oldest
+        first, under ``system``. With ``keep``, only the last ``keep`` turns stay in the prompt
+        (0: none): the older ones keep their chunks' numbers, which are never given again, but
+        what only they rendered is no longer in the prompt (a turn that retrieves it renders
+        it again, under its number)."""
+        conv = cls.start(system)
+        kept = len(turns) if keep is None else max(0, min(keep, len(turns)))
+        for turn, _answer in turns[: len(turns) - kept]:
+            conv.numbers.update(turn.chunks)
+        for turn, answer in turns[len(turns) - kept :]:
+            conv.record(rebuild(conv, turn), answer)
+        return conv
+
+
+@dataclass(frozen=True)
+class SentTurn:
+    """A turn as it was sent, all a later turn needs to rebuild its prompt (what the chat
+    stores per question): its layout, its last user message as sent (append: its new
+    documents, the hint and the question; re-lay: the hint and the question), that hint and
+    question alone (``short``), the document block's message of a re-lay (``docs``), and the
+    chunks this turn rendered, (chunk id, number) in prompt order."""
+
+    kind: str
+    user: str
+    short: str
+    docs: str = ""
+    chunks: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
 class Layout:
     """One candidate prompt: its messages, its shadow keys in three parts (``prefix``, this
     turn's document keys ``chunk_keys``, then ``after``: the keys between the documents and
-    the last user message's ``tail``), what it renders and cites."""
+    the last user message's ``tail``), the chunks it renders (``block``: (chunk id, number)
+    in prompt order) and what it cites. A layout rebuilt from a stored turn (``rebuild``)
+    carries no chunk texts or citations (``new_chunks``, ``citations`` are empty)."""
 
     kind: str
     messages: Messages
@@ -94,15 +131,27 @@ class Layout:
     chunk_keys: tuple[Hashable, ...]
     after: tuple[Hashable, ...]
     tail: Hashable
-    new_chunks: tuple[tuple[int, RetrievedChunk], ...]
-    citations: tuple[Citation, ...]
+    block: tuple[tuple[int, int], ...]
     present: frozenset[int]
     short: str  # this turn's hint and question (how a later re-lay renders it)
+    docs: str = ""  # a re-lay's document block message
+    new_chunks: tuple[tuple[int, RetrievedChunk], ...] = ()
+    citations: tuple[Citation, ...] = ()
 
     @property
     def keys(self) -> tuple[Hashable, ...]:
         """Every key of the prompt, in order."""
         return (*self.prefix, *self.chunk_keys, *self.after, self.tail)
+
+    @property
+    def user(self) -> str:
+        """The last user message (hint and question; appended: after the new documents)."""
+        return self.messages[-1][1]
+
+    @property
+    def sent(self) -> SentTurn:
+        """This layout as a later turn rebuilds it (``rebuild``)."""
+        return SentTurn(self.kind, self.user, self.short, self.docs, self.block)
 
 
 def block_key(chunk_id: int, number: int, position: int) -> Hashable:
@@ -122,29 +171,14 @@ def append_layout(
     """The conversation's last prompt, its answer, then the chunks not in it (and any cache
     riders from ``candidates``), ordered after it."""
     prefix = conv.keys or (conv.system_key,)
-    history = conv.sent or (("system", conv.system),)
     fresh = [c for c in retrieved if c.chunk_id not in conv.present]
     offered = [c for c in candidates if c.chunk_id not in conv.present]
     # a chunk shown before but no longer in the prompt (a re-lay left it out) is rendered
     # again, under its number
     new, citations = _numbered(order(fresh, prefix, offered, tally), conv, retrieved, offered)
+    short = render_user_turn(question, [], citations)
     user = render_user_turn(question, new, citations)
-    first = not conv.sent  # a first turn's block follows the system prompt
-    keys = tuple(
-        block_key(c.chunk_id, n, p) if first else c.chunk_id for p, (n, c) in enumerate(new, 1)
-    )
-    return Layout(
-        APPEND,
-        (*history, ("user", user)),
-        tuple(prefix),
-        keys,
-        (),
-        tail_key(user),
-        tuple(new),
-        tuple(citations),
-        conv.present | {c.chunk_id for _n, c in new},
-        render_user_turn(question, [], citations),
-    )
+    return _appended(conv, user, short, _ids(new), tuple(new), tuple(citations))
 
 
 def relay_layout(
@@ -157,84 +191,87 @@ def relay_layout(
 ) -> Layout:
     """System | every retrieved chunk (and any cache riders from ``candidates``), ordered
     against the shadow | the history without its documents | this turn's hint and question."""
-    prefix = (conv.system_key,)
-    ordered = order(list(retrieved), prefix, candidates, tally)
+    ordered = order(list(retrieved), (conv.system_key,), candidates, tally)
     block, citations = _numbered(ordered, conv, retrieved, candidates)
-    docs = "Documents:\n\n" + "\n\n".join(render_chunk(n, c) for n, c in block)
+    docs = "Documents:\n\n" + "\n\n".join(render_chunk(n, c) for n, c in block) if block else ""
     short = render_user_turn(question, [], citations)
+    return _relaid(conv, docs, short, _ids(block), tuple(block), tuple(citations))
+
+
+def rebuild(conv: Conversation, turn: SentTurn) -> Layout:
+    """``turn`` (stored as it was sent) laid out again after ``conv``: the same messages and
+    keys as when it was sent, where ``conv`` is the conversation it was sent after."""
+    if turn.kind == RELAY:
+        return _relaid(conv, turn.docs, turn.user, turn.chunks)
+    if turn.kind == APPEND:
+        return _appended(conv, turn.user, turn.short, turn.chunks)
+    raise ValueError(f"a stored turn's layout is {turn.kind!r}; one of {APPEND}, {RELAY}")
+
+
+def _appended(
+    conv: Conversation,
+    user: str,
+    short: str,
+    block: tuple[tuple[int, int], ...],
+    new: tuple[tuple[int, RetrievedChunk], ...] = (),
+    citations: tuple[Citation, ...] = (),
+) -> Layout:
+    """An appended turn: the last prompt and answer, then ``user`` (rendering ``block``)."""
+    prefix = conv.keys or (conv.system_key,)
+    history = conv.sent or (("system", conv.system),)
+    first = not conv.sent  # a first turn's block follows the system prompt
+    keys = tuple(block_key(cid, n, p) if first else cid for p, (cid, n) in enumerate(block, 1))
+    return Layout(
+        APPEND,
+        (*history, ("user", user)),
+        tuple(prefix),
+        keys,
+        (),
+        tail_key(user),
+        block,
+        conv.present | {cid for cid, _n in block},
+        short,
+        "",
+        new,
+        citations,
+    )
+
+
+def _relaid(
+    conv: Conversation,
+    docs: str,
+    short: str,
+    block: tuple[tuple[int, int], ...],
+    new: tuple[tuple[int, RetrievedChunk], ...] = (),
+    citations: tuple[Citation, ...] = (),
+) -> Layout:
+    """A re-laid turn: system | ``docs`` (rendering ``block``) | each earlier turn's hint and
+    question with its answer | ``short``."""
     history: list[tuple[str, str]] = []
     after: list[Hashable] = []
     for past in conv.turns:
         history += [("user", past.short), ("assistant", past.answer)]
         after += [tail_key(past.short), answer_key(past.answer)]
-    head = (("system", conv.system), ("user", docs)) if block else (("system", conv.system),)
-    messages = (*head, *history, ("user", short))
+    head = (("system", conv.system), ("user", docs)) if docs else (("system", conv.system),)
     return Layout(
         RELAY,
-        messages,
-        prefix,
-        tuple(block_key(c.chunk_id, n, p) for p, (n, c) in enumerate(block, 1)),
+        (*head, *history, ("user", short)),
+        (conv.system_key,),
+        tuple(block_key(cid, n, p) for p, (cid, n) in enumerate(block, 1)),
         tuple(after),
         tail_key(short),
-        tuple(block),
-        tuple(citations),
-        frozenset(c.chunk_id for _n, c in block),
+        block,
+        frozenset(cid for cid, _n in block),
         short,
+        docs,
+        new,
+        citations,
     )
 
 
-def choose(
-    candidates: Sequence[Layout],
-    prompt_tokens: Callable[[Layout], int],
-    cached_tokens: Callable[[Layout], int],
-) -> tuple[Layout, dict[str, tuple[int, int]]]:
-    """The candidate with the fewest predicted uncached tokens (prompt tokens minus what the
-    shadow holds), ties to the fewest prompt tokens, then the first given; and per kind its
-    (prompt tokens, predicted cached tokens). The first candidate is the baseline (append): a
-    later one that would send more prompt tokens than it is not taken, so the chosen layout
-    never sends more than appending would."""
-    if not candidates:
-        raise ValueError("no layout to choose from")
-    scored: dict[str, tuple[int, int]] = {}
-    best: tuple[tuple[int, int], Layout] | None = None
-    for layout in candidates:
-        tokens, held = prompt_tokens(layout), cached_tokens(layout)
-        scored[layout.kind] = (tokens, held)
-        if best is not None and tokens > scored[candidates[0].kind][0]:
-            continue
-        score = (tokens - min(held, tokens), tokens)
-        if best is None or score < best[0]:
-            best = (score, layout)
-    assert best is not None
-    return best[1], scored
-
-
-def lay_out(
-    kind: str,
-    conv: Conversation,
-    question: str,
-    retrieved: Sequence[RetrievedChunk],
-    order: Order,
-    prompt_tokens: Callable[[Layout], int],
-    cached_tokens: Callable[[Layout], int],
-    candidates: Sequence[RetrievedChunk] = (),
-) -> tuple[Layout, dict[str, tuple[int, int]]]:
-    """This turn's layout under ``kind`` (``LAYOUTS``): ``adaptive`` predicts both and sends the
-    cheaper; a first turn is always appended (there is no history to re-lay)."""
-    if kind not in LAYOUTS:
-        raise ValueError(f"unknown layout {kind!r}; one of {', '.join(LAYOUTS)}")
-    if not conv.sent or kind == APPEND:
-        kinds = (APPEND,)
-    elif kind == RELAY:
-        kinds = (RELAY,)
-    else:
-        kinds = (APPEND, RELAY)
-    build = {APPEND: append_layout, RELAY: relay_layout}
-    # the first layout counts the turn's chunks as retrieved, a second one does not
-    layouts = [
-        build[k](conv, question, retrieved, order, candidates, i == 0) for i, k in enumerate(kinds)
-    ]
-    return choose(layouts, prompt_tokens, cached_tokens)
+def _ids(numbered: Sequence[tuple[int, RetrievedChunk]]) -> tuple[tuple[int, int], ...]:
+    """(number, chunk) pairs as (chunk id, number)."""
+    return tuple((c.chunk_id, n) for n, c in numbered)
 
 
 def _numbered(

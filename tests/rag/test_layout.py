@@ -14,12 +14,13 @@ from rag.layout import (
     RELAY,
     Conversation,
     Layout,
+    SentTurn,
     append_layout,
     block_key,
-    choose,
-    lay_out,
+    rebuild,
     relay_layout,
 )
+from rag.layout_choice import choose, lay_out
 from rag.prompt_keys import answer_key, tail_key
 from rag.types import RetrievedChunk
 
@@ -130,3 +131,56 @@ def test_choose_takes_the_fewest_uncached_tokens_and_never_more_prompt_than_appe
     assert lay_out(RELAY, conv, "Q?", [chunk(1)], as_given, len_of, nothing)[0].kind == RELAY
     both = lay_out(ADAPTIVE, conv, "Q?", [chunk(1)], as_given, len_of, nothing)[1]
     assert set(both) == {APPEND, RELAY}
+
+
+def test_a_stored_conversation_rebuilds_every_prompt_exactly_as_it_was_sent() -> None:
+    live = Conversation.start(SYSTEM)
+    sent: list[tuple[SentTurn, str]] = []
+    plan = [
+        (append_layout, [chunk(10), chunk(11)]),
+        (relay_layout, [chunk(11), chunk(12)]),
+        (append_layout, [chunk(10), chunk(13)]),  # 10: left out by the re-lay, back as [2]
+        (relay_layout, [chunk(14)]),
+        (relay_layout, []),  # nothing retrieved: no document block
+        (append_layout, [chunk(12)]),
+    ]
+    for i, (build, retrieved) in enumerate(plan):
+        layout = build(live, f"Q{i}?", retrieved, reverse)
+        # the turn rebuilt from what is stored of the turns before it is the turn sent
+        resumed = Conversation.resume(SYSTEM, sent)
+        assert (resumed.sent, resumed.keys, resumed.present) == (live.sent, live.keys, live.present)
+        assert resumed.numbers == live.numbers and resumed.turns == live.turns
+        again = rebuild(resumed, layout.sent)
+        assert again.messages == layout.messages and again.keys == layout.keys
+        assert (again.block, again.present, again.short) == (
+            layout.block,
+            layout.present,
+            layout.short,
+        )
+        answer = f"A{i} [{layout.block[0][1] if layout.block else 1}]"
+        live.record(layout, answer)
+        sent.append((layout.sent, answer))
+    assert [t.kind for t, _a in sent] == [APPEND, RELAY, APPEND, RELAY, RELAY, APPEND]
+    assert live.numbers == {11: 1, 10: 2, 12: 3, 13: 4, 14: 5}  # reversed: 11 first
+    with pytest.raises(ValueError):
+        rebuild(live, SentTurn("sideways", "Q?", "Q?"))
+
+
+def test_resume_keeps_the_last_turns_in_the_prompt_and_every_number() -> None:
+    conv = Conversation.start(SYSTEM)
+    sent: list[tuple[SentTurn, str]] = []
+    for i, retrieved in enumerate(([chunk(10), chunk(11)], [chunk(12)], [chunk(13)])):
+        layout = append_layout(conv, f"Q{i}?", retrieved, as_given)
+        conv.record(layout, f"A{i}")
+        sent.append((layout.sent, f"A{i}"))
+    cut = Conversation.resume(SYSTEM, sent, keep=2)
+    # the first turn left the prompt: its chunks are no longer present, their numbers stay
+    assert cut.present == {12, 13} and cut.numbers == conv.numbers
+    assert [m[1] for m in cut.sent[1:]] == [sent[1][0].user, "A1", sent[2][0].user, "A2"]
+    # the second turn now follows the system prompt: its chunk [3] sits at position 1, so it
+    # is keyed by number (other tokens than a first turn's [1])
+    assert cut.keys[1] == (12, 3)
+    again = append_layout(cut, "Q3?", [chunk(10), chunk(14)], as_given)
+    assert [(n, c.chunk_id) for n, c in again.new_chunks] == [(1, 10), (5, 14)]
+    assert Conversation.resume(SYSTEM, sent, keep=0).sent == ()
+    assert Conversation.resume(SYSTEM, sent, keep=0).next_number == 5

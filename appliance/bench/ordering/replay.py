@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from appliance.bench.ordering.radix import RadixLRU
 from appliance.bench.ordering.workload import Turn, Workload
-from rag.layout import Conversation, lay_out
+from rag.layout import Conversation
+from rag.layout_choice import lay_out
 from rag.ordering import ContextOrdering, riders_in
 from rag.prompt import build_messages, number_chunks, render_user_turn
 from rag.prompt_keys import RenderedTurn, answer_key, shadow_prefix, tail_key
