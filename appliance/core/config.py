@@ -101,6 +101,11 @@ class RagConfig(_Section):
     # those the engine already has cached (no prefill) along, so that later turns find them
     # known. 0 disables
     riders: int = Field(6, ge=0, le=32)
+    # a follow-up's prompt layout (rag.layout): "append" to the prompt the conversation sent
+    # last time, "relay" (documents right after the system prompt, shared with other
+    # conversations, then the history without its documents), or "adaptive": per turn, the
+    # one with the fewer tokens the cache shadow predicts uncached. Admins can switch it
+    layout: Literal["adaptive", "append", "relay"] = "adaptive"
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> RagConfig:

@@ -152,6 +152,7 @@ def build_appliance(
             top_k=config.rag.top_k,
             ordering=config.rag.ordering,
             riders=config.rag.riders,
+            layout=config.rag.layout,
             temperature=config.chat.temperature,
             max_new_tokens=config.engine.max_new_tokens,
             frequency_penalty=config.chat.frequency_penalty,

@@ -123,6 +123,8 @@ def test_admin_uploads_tunes_audits_and_watches_the_charts(site, browser, tmp_pa
     page.get_by_role("tab", name="Settings").click()
     page.locator("#setting-topk input[type=number]").fill("1")
     page.locator("#setting-max-tokens input").fill("6")
+    page.locator("#setting-layout input").click()  # follow-ups re-laid, for this A/B
+    page.get_by_role("option", name="relay").click()
     page.locator("#save-settings").click()
     expect(page.locator("#settings-note")).to_contain_text("Saved", timeout=30_000)
     page.get_by_role("tab", name="Audit").click()
@@ -145,6 +147,8 @@ def test_admin_uploads_tunes_audits_and_watches_the_charts(site, browser, tmp_pa
         retrieved = [[c for c in m.citations if not c.get("rider")] for m in answers]
         assert all(len(r) == 1 for r in retrieved)
         assert all(m.completion_tokens <= 6 for m in answers)
+        # the first turn has nothing to re-lay; the follow-up was re-laid, as set
+        assert [m.layout for m in answers] == ["append", "relay"]
     chat.close()
 
     # engine and cache: the live charts have data; the cache can be flushed

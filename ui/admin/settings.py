@@ -1,7 +1,7 @@
-"""Settings tab: system prompt, top-k, ordering strategy, cache riders, temperature, max tokens,
-repetition control (SGLang's penalties, min-p, token top-k, min new tokens) and grounded
-answers (the answer mode, the evidence card's size, the repeat stop). Saved through
-``SettingsService`` (audited; the next turn uses them, no restart)."""
+"""Settings tab: system prompt, top-k, ordering strategy, prompt layout, cache riders,
+temperature, max tokens, repetition control (SGLang's penalties, min-p, token top-k, min new
+tokens) and grounded answers (the answer mode, the evidence card's size, the repeat stop).
+Saved through ``SettingsService`` (audited; the next turn uses them, no restart)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from appliance.core.services.settings import (
     SettingsError,
     SettingsService,
 )
+from rag.layout import LAYOUTS
 from ui.admin.common import Loader
 from ui.session import require_admin
 
@@ -40,13 +41,22 @@ def build_settings_tab(console: AdminConsole, auth: AuthService) -> Loader:
     def load(request: gr.Request):  # noqa: ANN202
         require_admin(request, auth)
         s = service.current()
-        head = (s.system_prompt, s.top_k, s.ordering, s.riders, s.temperature, s.max_new_tokens)
+        head = (
+            s.system_prompt,
+            s.top_k,
+            s.ordering,
+            s.layout,
+            s.riders,
+            s.temperature,
+            s.max_new_tokens,
+        )
         return *head, *(getattr(s, key) for key in (*REPETITION, *GROUNDING))
 
     def save(
         prompt: str,
         top_k: float,
         ordering: str,
+        layout: str,
         riders: float,
         temperature: float,
         max_tokens: float,
@@ -74,6 +84,7 @@ def build_settings_tab(console: AdminConsole, auth: AuthService) -> Loader:
             "system_prompt": prompt,
             "top_k": top_k,
             "ordering": ordering,
+            "layout": layout,
             "riders": riders,
             "temperature": temperature,
             "max_new_tokens": max_tokens,
@@ -105,6 +116,13 @@ def _tab(service: SettingsService) -> tuple[list[gr.components.Component], gr.Bu
         with gr.Row():
             top_k = gr.Slider(1, MAX_TOP_K, step=1, label="Top-k chunks", elem_id="setting-topk")
             ordering = gr.Dropdown(service.strategies, label="Context ordering")
+            layout = gr.Dropdown(
+                list(LAYOUTS),
+                label="Prompt layout",
+                info="follow-ups: append to the last prompt, re-lay the documents first, or "
+                "adaptive (per turn, the fewer tokens the cache shadow predicts uncached)",
+                elem_id="setting-layout",
+            )
             riders = gr.Slider(
                 0,
                 MAX_RIDERS,
@@ -148,7 +166,8 @@ def _tab(service: SettingsService) -> tuple[list[gr.components.Component], gr.Bu
             ]
         save_btn = gr.Button("Save", variant="primary", elem_id="save-settings")
         note = gr.Markdown(elem_id="settings-note")
-    fields = [prompt, top_k, ordering, riders, temperature, max_tokens, *repetition, *grounding]
+    head = [prompt, top_k, ordering, layout, riders, temperature, max_tokens]
+    fields = [*head, *repetition, *grounding]
     return fields, save_btn, note
 
 

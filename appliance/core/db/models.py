@@ -89,6 +89,11 @@ class Message(Base):
     # The exact text this message contributed to the prompt (documents + question for a
     # user turn). Kept so later turns can replay history byte-identically.
     prompt_text: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # user turns: how the turn was laid out (``appliance.core.services.turn_history``: the
+    # layout, the hint and question, a re-lay's document block, the chunks it rendered), so
+    # that later turns rebuild the prompt as it was sent; null for turns stored before
+    # layouts (appended, their chunks told by the answer's citations)
+    prompt_parts: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     citations: Mapped[list | None] = mapped_column(JSON, nullable=True)
     finish_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
     prompt_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)

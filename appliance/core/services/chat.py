@@ -16,7 +16,6 @@ from collections.abc import Generator, Iterator
 
 from appliance.core.auth.principal import Principal
 from appliance.core.config import ChatConfig
-from appliance.core.db.models import Conversation
 from appliance.core.db.session import Database
 from appliance.core.errors import ChatError, engine_kind
 from appliance.core.metrics import AppMetrics
@@ -39,12 +38,13 @@ from appliance.core.services.grounding import CardSentence, TurnGrounding
 from appliance.core.services.knowledge import KnowledgeBase
 from appliance.core.services.relay import Generation, Relayed, relay, start
 from appliance.core.services.settings import SettingsService
-from appliance.core.services.turn_prompt import PreparedTurn, StoredMessage, TurnPrompts
+from appliance.core.services.turn_history import StoredTurn, stored_turns
+from appliance.core.services.turn_prompt import PreparedTurn, TurnPrompts
 from appliance.core.services.turn_store import owned_conversation, store_check, store_turn
 from appliance.core.text import is_blank, is_valid_unicode, without_controls
 from engine.base import Engine, EngineError, GenerateRequest, GenerationStats
 from rag.ordering import ContextOrdering
-from rag.prompt_keys import answer_key, tail_key
+from rag.prompt_keys import answer_key
 from rag.verify import AnswerCheck
 
 log = logging.getLogger(__name__)
@@ -124,12 +124,12 @@ class ChatService:
         is a ``ChatError`` raised here, before anything is stored."""
         try:
             # retrieval and prompt assembly ask the engine (context length, token counts)
-            stored: list[StoredMessage] = []
+            stored: list[StoredTurn] = []
             if conversation_id is not None:
                 with self.db.session() as s:
-                    stored = self._history(owned_conversation(s, principal, conversation_id))
+                    stored = stored_turns(owned_conversation(s, principal, conversation_id))
             if replace_ids:  # regenerate: the turn being replaced is not in the prompt
-                stored = stored[:-2]
+                stored = stored[:-1]
             prepared = self.prompts.prepare(
                 principal, question, conversation_id, stored, self.settings.current()
             )
@@ -147,7 +147,7 @@ class ChatService:
         return self._run(principal, question, prepared, grounded, running, replace_ids)
 
     def _ground(
-        self, question: str, prepared: PreparedTurn, stored: list[StoredMessage]
+        self, question: str, prepared: PreparedTurn, stored: list[StoredTurn]
     ) -> TurnGrounding:
         """The turn's answer mode, evidence card and the sources its answer is checked
         against (every citation the conversation has shown, this turn's retrieved texts)."""
@@ -160,20 +160,10 @@ class ChatService:
         return TurnGrounding(
             chosen.answer_mode,
             card,
-            grounding.sources_by_number(prepared.citations, [c for _r, _t, c in stored]),
+            grounding.sources_by_number(prepared.citations, [t.citations for t in stored]),
             tuple(c.text for c in prepared.sources),
             (time.perf_counter() - started) * 1000,
         )
-
-    @staticmethod
-    def _history(conv: Conversation) -> list[StoredMessage]:
-        """(role, text as it was in the prompt, citations) per stored message."""
-        return [
-            ("user", m.prompt_text or m.content, [])
-            if m.role == "user"
-            else ("assistant", m.content, m.citations or [])
-            for m in conv.messages
-        ]
 
     def _relay(
         self, running: Generation, parts: list[str]
@@ -215,16 +205,18 @@ class ChatService:
         if relayed is None:
             return
         stats, answer = relayed.stats, "".join(parts)
+        sent = prepared.prompt
         self.ordering.observe(
-            prepared.prefix,
-            prepared.sent_chunk_ids,
+            sent.prefix,
+            sent.chunk_keys,
             stats.prompt_tokens,
             stats.cached_tokens,
             prepared.page_tokens,
-            tail=tail_key(prepared.user_turn),
+            tail=sent.tail,
             answer=answer_key(answer),
             completion_tokens=stats.completion_tokens,
             worker=stats.worker,
+            after=sent.after,
         )
         yield self._finish(principal, question, prepared, grounded, answer, relayed, replace_ids)
 
@@ -312,7 +304,7 @@ class ChatService:
             with self.db.session() as s:
                 conv = owned_conversation(s, principal, conversation_id)
                 reply_id = cut_answer(conv).id
-                stored = self._history(conv)
+                stored = stored_turns(conv)
             chosen = self.settings.current()
             turn = continuation(
                 self.engine,

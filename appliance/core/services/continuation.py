@@ -1,35 +1,28 @@
 """Continuing an answer that the length limit cut: which answer, the prompt that goes on from
 where it stopped, and how the stored answer grows (``ChatService.continue_answer`` runs it).
 
-The prompt is the cut turn's prompt rebuilt from what was stored (the same system prompt,
-earlier turns and user message that ``TurnPrompts.prepare`` lays out), rendered with the chat
-template, then the answer so far as the start of the assistant's turn, without an end-of-turn
-token: the model goes on from the last token it wrote, and the engine's prefix cache covers the
-whole prompt (it holds the turn's prompt and the tokens it generated).
+The prompt is the cut turn's prompt rebuilt from what was stored, as it was sent (appended or
+re-laid, ``rag.layout.rebuild``, after the earlier turns that ``TurnPrompts.prepare`` keeps),
+rendered with the chat template, then the answer so far as the start of the assistant's turn,
+without an end-of-turn token: the model goes on from the last token it wrote, and the engine's
+prefix cache covers the whole prompt (it holds the turn's prompt and the tokens it generated).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from appliance.core.db.models import Conversation, Message
 from appliance.core.db.session import Database
 from appliance.core.errors import ChatError
-from appliance.core.services.turn_prompt import StoredMessage
+from appliance.core.services.turn_history import StoredTurn, citation_of, sent_pairs
 from engine.base import Engine, GenerationStats
+from rag.layout import Conversation as PromptHistory
+from rag.layout import Layout, rebuild
 from rag.ordering import ContextOrdering
-from rag.prompt import Citation, build_messages
-from rag.prompt_keys import (
-    Key,
-    RenderedTurn,
-    answer_key,
-    rendered_numbers,
-    shadow_prefix,
-    tail_key,
-)
-
-_CITATION_FIELDS = {f.name for f in fields(Citation)}
+from rag.prompt import Citation
+from rag.prompt_keys import answer_key
 
 
 @dataclass(frozen=True)
@@ -48,12 +41,10 @@ class ContinuedTurn:
     message_id: int  # the stored answer that grows
     prompt: str  # the rendered chat, then the answer so far (no end-of-turn)
     answer: str  # the answer so far, as stored
-    user_turn: str  # the turn's user message as it was in the prompt
+    # the turn's prompt rebuilt as it was sent (its messages and the shadow keys the ordering
+    # observes, as in ``PreparedTurn``)
+    layout: Layout
     citations: list[Citation]  # the turn's citations, as stored
-    # for the ordering's cache shadow, as in ``PreparedTurn``: the keys before this turn's
-    # documents, and the chunk ids this turn's user message rendered, in prompt order
-    prefix: tuple[Key, ...]
-    sent_chunk_ids: tuple[int, ...]
 
 
 def cut_answer(conv: Conversation) -> Message:
@@ -67,48 +58,30 @@ def cut_answer(conv: Conversation) -> Message:
     return last[1]
 
 
-def _turns(stored: list[StoredMessage]) -> list[tuple[RenderedTurn, dict[int, int]]]:
-    """(user message, answer) pairs with the chunks each user message rendered."""
-    pairs = list(zip(stored[::2], stored[1::2], strict=False))
-    numbers = rendered_numbers([answer[2] for _user, answer in pairs])
-    return [
-        (RenderedTurn(tuple(rendered), user[1], answer[1]), rendered)
-        for (user, answer), rendered in zip(pairs, numbers, strict=True)
-    ]
-
-
 def continuation(
     engine: Engine,
     message_id: int,
-    stored: list[StoredMessage],
+    stored: list[StoredTurn],
     system_prompt: str,
     history_turns: int,
     max_new_tokens: int,
 ) -> ContinuedTurn:
     """The prompt that continues the last answer of ``stored`` (the conversation, ending with
-    the cut turn). Earlier turns are kept as a turn keeps them: the last ``history_turns``, the
-    oldest dropped while the prompt and ``max_new_tokens`` would not fit the context window."""
-    *earlier, (last, rendered) = _turns(stored)
-    kept = earlier[-history_turns:] if history_turns else []
+    the cut turn): that turn rebuilt as it was sent (appended or re-laid) after the earlier
+    turns, kept as a turn keeps them: the last ``history_turns``, the oldest dropped while the
+    prompt and ``max_new_tokens`` would not fit the context window."""
+    *earlier, last = stored
+    pairs = sent_pairs(earlier)
+    keep = min(history_turns, len(pairs))
     limit = engine.info().context_length - max_new_tokens
     while True:
-        history = [m for t, _n in kept for m in (("user", t.user_turn), ("assistant", t.answer))]
-        messages = build_messages(system_prompt, history, last.user_turn)
-        prompt = engine.render_chat(messages) + last.answer
-        if not kept or engine.count_tokens(prompt) <= limit:
+        layout = rebuild(PromptHistory.resume(system_prompt, pairs, keep), last.sent)
+        prompt = engine.render_chat(layout.messages) + last.answer
+        if not keep or engine.count_tokens(prompt) <= limit:
             break  # with nothing left to drop, the engine refuses a prompt still too long
-        kept = kept[1:]
-    citations = [
-        Citation(**{k: v for k, v in c.items() if k in _CITATION_FIELDS}) for c in stored[-1][2]
-    ]
+        keep -= 1
     return ContinuedTurn(
-        message_id,
-        prompt,
-        last.answer,
-        last.user_turn,
-        citations,
-        shadow_prefix(system_prompt, [t for t, _n in kept]),
-        tuple(rendered),
+        message_id, prompt, last.answer, layout, [citation_of(c) for c in last.citations]
     )
 
 
@@ -166,14 +139,16 @@ def observe_continued(
     continuation's prompt is the turn's prompt plus the answer so far; the turn's part of it
     was cached as far as the continuation found cached."""
     prompt_tokens = max(0, stats.prompt_tokens - engine.count_tokens(turn.answer))
+    sent = turn.layout
     ordering.observe(
-        turn.prefix,
-        turn.sent_chunk_ids,
+        sent.prefix,
+        sent.chunk_keys,
         prompt_tokens,
         min(stats.cached_tokens, prompt_tokens),
         engine.info().cache_page_tokens,
-        tail=tail_key(turn.user_turn),
+        tail=sent.tail,
         answer=answer_key(grown.content),
         completion_tokens=grown.completion_tokens,
         worker=stats.worker,
+        after=sent.after,
     )

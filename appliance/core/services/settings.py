@@ -16,6 +16,7 @@ from appliance.core.db.models import AuditEvent, Setting, utcnow
 from appliance.core.db.session import Database
 from appliance.core.services.grounding import ANSWER_MODES, AnswerMode
 from engine.base import SamplingParams
+from rag.layout import ADAPTIVE, LAYOUTS
 
 
 class SettingsError(ValueError):
@@ -33,6 +34,10 @@ class ChatSettings:
     # them cached (strategies that take riders: ``prefix``); 0 disables. Same default as
     # ``RagConfig.riders``
     riders: int = 6
+    # the prompt layout of a follow-up (``rag.layout``): adaptive (the one with the fewer
+    # tokens the cache shadow predicts uncached), append or relay. Same default as
+    # ``RagConfig.layout``
+    layout: str = ADAPTIVE
     # repetition control: SGLang's sampling parameters, with its ranges (``ChatConfig`` has the
     # same defaults and says why)
     frequency_penalty: float = 0.0
@@ -129,6 +134,10 @@ def _check(key: str, value: Any, strategies: Sequence[str], cap: int) -> Any:
                 raise SettingsError(
                     f"ordering: {value!r} is not available; choose one of {', '.join(strategies)}"
                 )
+            return str(value)
+        if key == "layout":
+            if value not in LAYOUTS:
+                raise SettingsError(f"layout: choose one of {', '.join(LAYOUTS)}")
             return str(value)
         if key in FLOAT_RANGES:
             return _float_in_range(key, value)

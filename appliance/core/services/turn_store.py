@@ -13,6 +13,7 @@ from appliance.core.db.models import Conversation, Message
 from appliance.core.db.session import Database
 from appliance.core.errors import ChatError
 from appliance.core.services.grounding import TurnGrounding, stored_verdicts
+from appliance.core.services.turn_history import parts_of
 from appliance.core.services.turn_prompt import PreparedTurn
 from engine.base import GenerationStats
 from rag.verify import AnswerCheck
@@ -55,7 +56,8 @@ def store_turn(
                 conversation_id=conv.id,
                 role="user",
                 content=question,
-                prompt_text=prepared.user_turn,
+                prompt_text=prepared.prompt.user,
+                prompt_parts=parts_of(prepared.prompt.sent),
             )
         )
         checked = stored_verdicts(result)

@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from appliance.core.services.chat import ChatService, DoneEvent, owned_conversation
+from appliance.core.services.turn_history import StoredTurn, stored_turns
 from appliance.core.services.turn_prompt import TurnPrompts
+from rag.layout import APPEND, SentTurn
 from rag.ordering.base import ContextOrdering
 from rag.ordering.prefix import PrefixOrdering
 from rag.ordering.sent import Sent
@@ -120,13 +122,14 @@ def test_a_follow_up_through_the_chat_service_is_predicted_as_cached(appliance) 
     first = list(chat.ask(user, QUESTION))[-1]
     assert isinstance(first, DoneEvent)
     with appliance.db.session() as s:
-        stored = chat._history(owned_conversation(s, user, first.conversation_id))
+        stored = stored_turns(owned_conversation(s, user, first.conversation_id))
     prepared = chat.prompts.prepare(
         user, "And on my phone?", first.conversation_id, stored, appliance.settings.current()
     )
     # the shadow walks the whole first turn (system, its chunks, its tail, the answer)
-    assert ours.shadow.find(prepared.prefix) is not None
-    predicted = ours.shadow.predicted_cached(prepared.prefix)
+    assert prepared.layout == "append"
+    assert ours.shadow.find(prepared.prompt.prefix) is not None
+    predicted = ours.shadow.predicted_cached(prepared.prompt.prefix)
     later = list(chat.ask(user, "And on my phone?", first.conversation_id))[-1]
     assert isinstance(later, DoneEvent)
     # the engine reused the whole first turn, as predicted: at most the answer may fall short
@@ -138,11 +141,11 @@ def test_a_follow_up_through_the_chat_service_is_predicted_as_cached(appliance) 
     assert cached > first.stats.prompt_tokens - 2  # the first prompt was reused whole
     # the second turn is on record under the keys a third turn walks, counted once
     with appliance.db.session() as s:
-        stored = chat._history(owned_conversation(s, user, first.conversation_id))
+        stored = stored_turns(owned_conversation(s, user, first.conversation_id))
     third = chat.prompts.prepare(
         user, "What if it is locked?", first.conversation_id, stored, appliance.settings.current()
     )
-    assert ours.shadow.find(third.prefix) is not None
+    assert ours.shadow.find(third.prompt.prefix) is not None
     held = later.stats.prompt_tokens + later.stats.completion_tokens
     assert ours.shadow.total_tokens <= held + 64
 
@@ -153,25 +156,38 @@ def test_history_cut_to_the_last_turn_renders_again_what_only_a_dropped_turn_sho
     ordering, _ours = own_ordering(10**6)
     prompts = TurnPrompts(appliance.knowledge, appliance.engine, ordering, history_turns=1)
     user = appliance.auth.create_user("staff-shadow-cut", "password-123", role="staff")
-    settings = replace(appliance.settings.current(), riders=0, ordering="prefix")
+    settings = replace(appliance.settings.current(), riders=0, ordering="prefix", layout="append")
     top = appliance.knowledge.retrieve(QUESTION, settings.top_k)[0]
     a, *rest = top
     cite = lambda c, n: {"chunk_id": c.chunk_id, "number": n}  # noqa: E731
+    one, two = "turn one, which rendered [1] and [2]", "turn two, which rendered [3]"
     stored = [
-        ("user", "turn one, which rendered [1] and [2]", []),
-        ("assistant", "one", [cite(a, 1), cite(rest[0], 2)]),
-        ("user", "turn two, which rendered [3]", []),
-        ("assistant", "two", [cite(a, 1), cite(rest[1], 3)]),  # cites [1] again: known then
+        StoredTurn(
+            SentTurn(APPEND, one, "hint one", "", ((a.chunk_id, 1), (rest[0].chunk_id, 2))),
+            "one",
+            [cite(a, 1), cite(rest[0], 2)],
+        ),
+        # cites [1] again: it was in the prompt then
+        StoredTurn(
+            SentTurn(APPEND, two, "hint two", "", ((rest[1].chunk_id, 3),)),
+            "two",
+            [cite(a, 1), cite(rest[1], 3)],
+        ),
     ]
     prepared = prompts.prepare(user, QUESTION, None, stored, settings)
     numbers = {c.chunk_id: c.number for c in prepared.citations}
     # only turn two is in the prompt: [1] is gone with turn one, so its chunk is rendered again,
-    # under a number no turn used; the chunk turn two rendered keeps its number
-    assert numbers[rest[1].chunk_id] == 3
-    assert numbers[a.chunk_id] > 3 and a.text.strip()[:60] in prepared.user_turn
+    # under the number it has had all along; the chunk turn two rendered keeps its number
+    assert numbers[rest[1].chunk_id] == 3 and numbers[a.chunk_id] == 1
+    assert a.text.strip()[:60] in prepared.prompt.user
     assert [m[0] for m in prepared.messages] == ["system", "user", "assistant", "user"]
-    assert prepared.prefix == shadow_prefix(
-        settings.system_prompt, [RenderedTurn((rest[1].chunk_id,), stored[2][1], "two")]
+    assert prepared.messages[1] == ("user", two)
+    # turn two now follows the system prompt: its [3] at position 1 is keyed by its number
+    assert prepared.prompt.prefix == (
+        *shadow_prefix(settings.system_prompt, [])[:1],
+        (rest[1].chunk_id, 3),
+        tail_key(two),
+        answer_key("two"),
     )
 
 
