@@ -142,3 +142,20 @@ def test_a_paged_cache_reuses_whole_pages_and_the_shadow_follows_it() -> None:
     assert estimated.sync(["s", 1], reported - 128, page_tokens=128) is True  # a page more
     # the same report from a page-1 engine means the chunk was evicted
     assert shadow.sync(["s", 1], reported, page_tokens=1) is True
+
+
+def test_a_shortfall_forgets_what_lru_dropped_but_not_what_the_engine_matched() -> None:
+    shadow = ShadowTrie(capacity_tokens=10_000)
+    shadow.record(["s", 1, "user:a"], [1000, 200, 50])  # an older conversation
+    shadow.record(["s", 2, 3, "user:b"], [1000, 200, 200, 50])  # the last request
+    # the engine matched the system prompt and chunk 2, not chunk 3: chunk 3 was evicted, so
+    # was every leaf used before it (the older conversation), but not what it matched, though
+    # that was used by the same request (the shadow once forgot that too, and was left empty
+    # with its capacity estimate at the floor)
+    assert shadow.sync(["s", 2, 3, "user:c"], cached_tokens=1200) is True
+    assert shadow.find(["s", 2]) is not None and shadow.find(["s", 2, 3]) is None
+    assert shadow.find(["s", 1]) is None
+    assert shadow.total_tokens == 1200
+    # the capacity estimate falls to what the engine has just shown it holds, not below
+    assert shadow.capacity == 1200
+    assert shadow.predicted_cached(["s", 2, 5]) == 1200
