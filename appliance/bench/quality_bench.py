@@ -16,6 +16,9 @@ shadow would otherwise order a question's second asking differently from its fir
 engine's cache is flushed before every ask, so each TTFT is that of a cold first turn and the
 rows differ only in their mode and penalties. The row order rotates from question to question.
 Scoring is ``appliance.bench.quality_score``'s.
+
+``--follow-ups`` pairs the questions into two-turn conversations instead and compares each
+follow-up appended against re-laid (``appliance.bench.quality_followups``).
 """
 
 from __future__ import annotations
@@ -29,8 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from appliance.bench.quality_ask import ask_once
+from appliance.bench.quality_followups import conversations, follow_up_report, follow_up_rows
+from appliance.bench.quality_followups import run_follow_ups as run_follow_up_rows
 from appliance.bench.quality_report import Row, describe, report, rows
-from appliance.bench.quality_score import Outcome, korean, score
+from appliance.bench.quality_score import Outcome, korean
 from appliance.core.config import (
     SAMPLE_CORPUS,
     AppConfig,
@@ -38,8 +44,6 @@ from appliance.core.config import (
     DatabaseConfig,
     PathsConfig,
 )
-from appliance.core.errors import ChatError
-from appliance.core.services.chat import DeltaEvent, DoneEvent, ErrorEvent, RetrievalEvent
 
 QA_FILE = SAMPLE_CORPUS / "qa.json"
 QUICK_EN, QUICK_KO, QUICK_TOKENS = 8, 4, 32
@@ -70,50 +74,6 @@ class EvidenceTimer:
             return self.inner(*args, **kwargs)
         finally:
             self.ms.append((time.perf_counter() - start) * 1000)
-
-
-def ask_once(app: Any, principal: Any, item: dict) -> Outcome:
-    """Ask one question in a fresh conversation and score what the user is shown."""
-    start = time.perf_counter()
-    first_delta = 0.0
-    retrieval: RetrievalEvent | None = None
-    done: DoneEvent | None = None
-    try:
-        for event in app.chat.ask(principal, item["question"]):
-            if isinstance(event, RetrievalEvent):
-                retrieval = event
-            elif isinstance(event, DeltaEvent) and not first_delta:
-                first_delta = time.perf_counter() - start
-            elif isinstance(event, DoneEvent):
-                done = event
-            elif isinstance(event, ErrorEvent):
-                return _failed(item, f"{event.kind}: {event.message}")
-    except ChatError as exc:
-        return _failed(item, f"{exc.kind}: {exc}")
-    latency = time.perf_counter() - start
-    if done is None or retrieval is None:
-        return _failed(item, "the stream ended without an answer")
-    cites = retrieval.citations
-    card = "\n".join(s.text for s in retrieval.evidence)
-    sources = [c.text for c in cites]
-    first = cites[0].source if cites else ""
-    return score(
-        item,
-        card,
-        done.answer,
-        first,
-        done.check,
-        sources,
-        (latency, first_delta or latency),
-        korean(item),
-        done.repeated,
-    )
-
-
-def _failed(item: dict, why: str) -> Outcome:
-    return Outcome(
-        korean(item), False, False, False, False, (), 0.0, 0.0, error=why, question=item["question"]
-    )
 
 
 def run_rows(
@@ -155,9 +115,12 @@ def run(
     limit: int = 0,
     max_new_tokens: int = 0,
     questions: Path = QA_FILE,
+    follow_ups: bool = False,
 ) -> str:
     """Build the appliance, ask every question in every row, return the printed report.
-    ``questions``: a question file in ``qa.json``'s shape, about the sample corpus."""
+    ``questions``: a question file in ``qa.json``'s shape, about the sample corpus;
+    ``follow_ups``: pair them into conversations and compare the layouts of the follow-ups
+    (``appliance.bench.quality_followups``) instead of the answer modes."""
     items = pick_items(json.loads(questions.read_text(encoding="utf-8")), quick, limit)
     tokens = max_new_tokens or (QUICK_TOKENS if quick else config.engine.max_new_tokens)
     started = time.perf_counter()
@@ -167,19 +130,27 @@ def run(
             timer = EvidenceTimer(app.knowledge.evidence)
             app.knowledge.evidence = timer  # type: ignore[method-assign]
             base = {"max_new_tokens": tokens, "ordering": "relevance", "riders": 0}
-            the_rows = rows(app.settings.defaults)
-            results = run_rows(app, items, the_rows, base)
             chosen = app.settings.defaults
+            pairs: list[tuple[dict, dict]] = []
+            if follow_ups:
+                pairs = conversations(items)
+                the_rows = follow_up_rows(chosen)
+                results = run_follow_up_rows(app, pairs, the_rows, base)
+            else:
+                the_rows = rows(chosen)
+                results = run_rows(app, items, the_rows, base)
             model = Path(str(getattr(app.engine, "model_dir", config.engine.model_path))).name
         finally:
             app.close()
-    head = describe(config, model, tokens, chosen, the_rows, items)
+    paired = len(pairs)
+    head = describe(config, model, tokens, chosen, the_rows, items, paired)
     took = f"total {time.perf_counter() - started:.0f} s"
-    return "\n".join([head, *report(results, timer.ms), took])
+    body = follow_up_report(results, paired) if follow_ups else report(results, timer.ms)
+    return "\n".join([head, *body, took])
 
 
 def main(argv: list[str], config: AppConfig) -> int:
-    """``appliance bench quality [--quick] [--limit N] [--max-new-tokens N]``."""
+    """``appliance bench quality [--quick] [--limit N] [--max-new-tokens N] [--follow-ups]``."""
     parser = argparse.ArgumentParser(prog="appliance bench quality")
     parser.add_argument(
         "--quick",
@@ -205,6 +176,12 @@ def main(argv: list[str], config: AppConfig) -> int:
         help="a question file in qa.json's shape, about the sample corpus "
         "(default: qa.json; qa_heldout.json holds questions the ranking was not tuned on)",
     )
+    parser.add_argument(
+        "--follow-ups",
+        action="store_true",
+        help="pair the questions into two-turn conversations and compare the follow-ups "
+        "appended against re-laid (rag.layout), in the generative and grounded modes",
+    )
     args = parser.parse_args(argv)
     if args.limit < 0 or args.max_new_tokens < 0:
         parser.error("--limit and --max-new-tokens must not be negative")
@@ -217,6 +194,7 @@ def main(argv: list[str], config: AppConfig) -> int:
             limit=args.limit,
             max_new_tokens=args.max_new_tokens,
             questions=args.questions,
+            follow_ups=args.follow_ups,
         )
     )
     return 0

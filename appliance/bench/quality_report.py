@@ -48,22 +48,35 @@ def _shown(value: Any) -> str:
 
 
 def describe(
-    config: AppConfig, model: str, tokens: int, chosen: Any, the_rows: Sequence[Row], items: list
+    config: AppConfig,
+    model: str,
+    tokens: int,
+    chosen: Any,
+    the_rows: Sequence[Row],
+    items: list,
+    follow_ups: int = 0,
 ) -> str:
-    """The configuration the run used, printed above the tables."""
+    """The configuration the run used, printed above the tables (``follow_ups``: the number
+    of two-turn conversations the questions were paired into, if they were)."""
     ko = sum(korean(i) for i in items)
+    asked = (
+        f"paired into {follow_ups} two-turn conversations (the follow-up asked once per row)"
+        if follow_ups
+        else "each in a fresh conversation"
+    )
     lines = [
         f"model {model} ({config.engine.backend}), max_new_tokens {tokens}, temperature "
         f"{chosen.temperature}, top_k {chosen.top_k} chunks, ordering relevance, no riders, "
         f"evidence sentences {chosen.evidence_sentences}; {len(items)} questions "
-        f"({len(items) - ko} EN, {ko} KO), each in a fresh conversation",
+        f"({len(items) - ko} EN, {ko} KO), {asked}",
         "engine cache flushed before each ask; each question embedded once up front "
         "(latencies leave the query embedding out)",
     ]
     for r in the_rows:
         pens = ", ".join(f"{k} {_shown(r.changes[k])}" for k in CONTROLS)
         gen = "" if r.changes["answer_mode"] == "extractive" else f": {pens}"
-        lines.append(f"  {r.label}: answer_mode {r.changes['answer_mode']}{gen}")
+        layout = f", layout {r.changes['layout']}" if "layout" in r.changes else ""
+        lines.append(f"  {r.label}: answer_mode {r.changes['answer_mode']}{layout}{gen}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,105 @@
+"""``appliance bench quality --follow-ups``: the conversations the questions are paired into, its
+rows, its paired targets (re-lay against append-only), and a smoke run on the real appliance
+in which every follow-up is really sent under its row's layout."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.paths import REPO
+
+from appliance.bench.quality_followups import conversations, follow_up_report, follow_up_rows
+from appliance.bench.quality_score import Outcome
+from appliance.core.services.settings import ChatSettings
+
+
+def item(question: str, gold: str) -> dict:
+    return {"question": question, "gold_file": gold, "answers": ["x"]}
+
+
+def test_questions_pair_by_language_then_gold_document() -> None:
+    items = [
+        item("a1", "a.md"),
+        item("b1", "b.md"),
+        item("가1", "k.md"),
+        item("a2", "a.md"),
+        item("b2", "b.md"),
+        item("c1", "c.md"),
+        item("가2", "k.md"),
+    ]
+    pairs = [(f["question"], s["question"]) for f, s in conversations(items)]
+    # same document first (in the file's order), the odd one out left over; never across
+    # languages
+    assert pairs == [("a1", "a2"), ("b1", "b2"), ("가1", "가2")]
+
+
+def test_the_rows_are_both_layouts_in_both_generating_modes() -> None:
+    defaults = ChatSettings("system", 4, "prefix", 0.0, 256)
+    rows = {r.label: r.changes for r in follow_up_rows(defaults)}
+    assert list(rows) == [
+        "append, generative",
+        "re-lay, generative",
+        "append, grounded",
+        "re-lay, grounded",
+    ]
+    assert rows["re-lay, grounded"]["layout"] == "relay"
+    assert rows["append, generative"]["answer_mode"] == "generative"
+    assert rows["append, generative"]["repetition_penalty"] == defaults.repetition_penalty
+
+
+def _outcome(shown: bool, error: str = "") -> Outcome:
+    return Outcome(False, shown, shown, True, False, (), 1.0, 0.5, error=error, question="q")
+
+
+def test_re_lay_is_held_to_append_only_question_by_question() -> None:
+    same = [_outcome(True), _outcome(False)]
+    results = {
+        "append, generative": same,
+        "re-lay, generative": same,
+        "append, grounded": [_outcome(True), _outcome(True)],
+        "re-lay, grounded": [_outcome(True), _outcome(False)],  # loses the second
+    }
+    text = "\n".join(follow_up_report(results, 2))
+    assert re.search(r"re-lay >= append, fact shown first \(generative\) +\| 1/2 .* \| yes", text)
+    assert re.search(r"re-lay >= append, fact shown first \(grounded\) +\| 1/2 .* \| NO", text)
+    assert re.search(r"\| grounded +\| shown first +\| 1 +\| 1 +\| 0 +\|", text)
+    # a failed follow-up is left out of the pairs and counted as a failed turn
+    results["re-lay, grounded"] = [_outcome(True), _outcome(False, error="busy: full")]
+    text = "\n".join(follow_up_report(results, 2))
+    assert re.search(r"\(grounded\) +\| 1/1 .* \| yes", text)
+    assert re.search(r"no failed turns +\| 1 +\| NO", text)
+    assert "error (re-lay, grounded): q: busy: full" in text
+
+
+@pytest.mark.timeout(300)
+def test_bench_quality_follow_ups_quick_sends_every_row_as_laid_out(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("APPLIANCE_")}
+    env["APPLIANCE_ENGINE__MODEL_PATH"] = str(model_dir)
+    env["APPLIANCE_PATHS__DATA_DIR"] = str(tmp_path)
+    env["APPLIANCE_ENGINE__NATIVE_ATTENTION"] = "false"  # no kernel build in a fresh data dir
+    args = ["bench", "quality", "--follow-ups", "--quick", "--limit", "2"]
+    out = subprocess.run(
+        # two questions of each language: one conversation each, every row, in CI time
+        [sys.executable, "-m", "appliance.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=True,
+    ).stdout
+    assert "paired into 2 two-turn conversations" in out
+    assert "English follow-ups" in out and "Korean follow-ups" in out
+    for row in ("append, generative", "re-lay, generative", "append, grounded", "re-lay, grounded"):
+        assert len(re.findall(rf"^\| {re.escape(row)} +\|", out, re.M)) == 2, row
+    # every follow-up was answered, and stored as sent under its row's layout (the bench
+    # fails a turn sent otherwise)
+    assert re.search(r"^\| no failed turns +\| 0 +\| yes +\|$", out, re.M), out
+    assert re.search(r"^\| 0 unflagged inventions \(every row\) +\| 0 +\| yes", out, re.M)
