@@ -173,7 +173,9 @@ def run(
         ]
         table, targets = simulate(engine, workload, capacities, rows)
         out.append(table)
-        out.append(granularity(engine, workload, max(capacities), rows))
+        # pages at the engine's default budget (where the layouts differ most) and the largest
+        paged = sorted({min(capacities, key=lambda c: abs(c - 32_768)), max(capacities)})
+        out.append(granularity(engine, workload, paged, rows))
         names = [v for n in ENGINE_STRATEGIES for v in rows if v.label == n]
         if engine_turns or qa:
             table, more = on_engine(

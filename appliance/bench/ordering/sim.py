@@ -177,47 +177,81 @@ PAGES = (1, 16, 128)  # the embedded engine; a common SGLang page size; vLLM CPU
 
 
 def granularity(
-    engine: EmbeddedEngine, workload: Workload, capacity: int, rows: list[Variant]
+    engine: EmbeddedEngine, workload: Workload, capacities: list[int], rows: list[Variant]
 ) -> str:
-    """Hit ratio when the engine caches whole pages only (SGLang ``--page-size``, vLLM's
-    128-token blocks) instead of every token: what reuse a coarser cache gives up on this
-    workload, at the largest capacity."""
+    """Hit ratio and prefill when the engine caches whole pages only (SGLang ``--page-size``,
+    vLLM's 128-token blocks) instead of every token, at each of ``capacities``: what reuse a
+    coarser cache gives up on this workload, and what aligning shared segments to pages
+    (``appliance.bench.ordering.aligned``: the system prompt; and each chunk of a block right
+    after it) gets back for the adaptive layout. Prefill is a ratio to the row's own layout,
+    unaligned, at page 1. Last, the bound padding cannot beat: an appended follow-up reuses
+    the conversation's last prompt and answer at most to its last whole page (an engine keeps
+    no partial page), about half a page per such follow-up."""
+    picked = [v for v in rows if v.label in ("relevance", "prefix", RIDERS, ADAPTIVE_ROW)]
+    lines = []
+    for capacity in capacities:
+        bound = capacity == max(capacities)  # where the histories are held
+        for v in picked:
+            aligns = ("none", "system", "block") if v.label == ADAPTIVE_ROW else ("none",)
+            plain: list[Outcome] = []
+            for align in aligns:
+                runs = [_paged(engine, workload, capacity, v, page, align) for page in PAGES]
+                plain = plain or runs
+                lines.append(
+                    (
+                        f"{capacity:,}",
+                        v.label if align == "none" else f"{v.label}, aligned: {align}",
+                        *(f"{r.hit_ratio:.3f}" for r in runs),
+                        *(fmt_ratio(r.prefill_tokens, plain[0].prefill_tokens) for r in runs[1:]),
+                        fmt_ratio(runs[-1].prompt_tokens, plain[-1].prompt_tokens),
+                        _layouts(runs[-1]),
+                        _cut_bound(runs[0], PAGES[-1]) if bound and align == "none" else "-",
+                    )
+                )
+    headers = (
+        "capacity",
+        "strategy",
+        *(f"hit, page {p}" for p in PAGES),
+        *(f"prefill, page {p} / page 1" for p in PAGES[1:]),
+        f"prompt tokens vs unaligned, page {PAGES[-1]}",
+        f"append/re-lay, pred. error, page {PAGES[-1]}",
+        f"follow-up cut bound, page {PAGES[-1]} (histories held)",
+    )
+    return render(headers, lines)
+
+
+def _paged(
+    engine: EmbeddedEngine, workload: Workload, capacity: int, v: Variant, page: int, align: str
+) -> Outcome:
+    """One row replayed through a cache of ``page``-token pages, segments aligned by
+    ``align``."""
+    from appliance.bench.ordering.aligned import AlignedTokenizer
     from appliance.bench.ordering.radix import RadixLRU
-    from appliance.bench.ordering.replay import PieceTokenizer, replay, simulator_backend
+    from appliance.bench.ordering.replay import replay, simulator_backend
     from rag.ordering import default_ordering
 
-    pieces = PieceTokenizer(engine.encode)
+    pieces = AlignedTokenizer(engine.encode, page, align)
 
     def count(messages: Messages) -> int:
         return len(pieces.chat(messages))
 
-    picked = [v for v in rows if v.label in ("relevance", "prefix", RIDERS, ADAPTIVE_ROW)]
-    lines = []
-    for v in picked:
-        hits = []
-        for page in PAGES:
-            r = replay(
-                workload,
-                workload.turns,
-                default_ordering(capacity),
-                v.strategy,
-                simulator_backend(RadixLRU(capacity, page_tokens=page), pieces),
-                v.riders,
-                page_tokens=page,
-                layout=v.layout,
-                count=count if v.layout else None,
-            )
-            hits.append(r)
-        lines.append(
-            (
-                v.label,
-                *(f"{r.hit_ratio:.3f}" for r in hits),
-                *(fmt_ratio(r.prefill_tokens, hits[0].prefill_tokens) for r in hits[1:]),
-            )
-        )
-    headers = (
-        f"capacity {capacity:,}",
-        *(f"hit, page {p}" for p in PAGES),
-        *(f"prefill, page {p} / page 1" for p in PAGES[1:]),
+    return replay(
+        workload,
+        workload.turns,
+        default_ordering(capacity),
+        v.strategy,
+        simulator_backend(RadixLRU(capacity, page_tokens=page), pieces),
+        v.riders,
+        page_tokens=page,
+        layout=v.layout,
+        count=count if v.layout else None,
     )
-    return render(headers, lines)
+
+
+def _cut_bound(unpaged: Outcome, page: int) -> str:
+    """The prefill ratio to page 1 below which no padding of the prompt gets: half a page
+    (``(page - 1) / 2`` tokens, the mean cut) more per appended follow-up."""
+    appended = unpaged.layouts["append"] if unpaged.layouts else unpaged.requests
+    follow_ups = appended - sum(unpaged.first_turn)
+    lost = follow_ups * (page - 1) / 2
+    return f">= {(unpaged.prefill_tokens + lost) / unpaged.prefill_tokens:.3f}"
