@@ -26,7 +26,7 @@ from itertools import groupby
 from typing import Any
 
 from appliance.bench.quality_ask import collect, failed
-from appliance.bench.quality_report import CONTROLS, Row
+from appliance.bench.quality_report import CONTROLS, Row, notable
 from appliance.bench.quality_score import SUMMARY_HEADERS, Outcome, korean, share, summary_row
 from appliance.bench.table import render, yes
 
@@ -144,12 +144,4 @@ def follow_up_report(results: dict[str, list[Outcome]], pairs: int) -> list[str]
         ("no failed turns", str(errors), yes(errors == 0)),
     ]
     out.append(render(("target", "measured", "met"), met))
-    for label, outs in results.items():
-        for o in outs:
-            if o.looped:
-                out.append(f"loops ({label}): {o.question}")
-            for inv in o.inventions:
-                out.append(f"unflagged ({label}): {inv.facts} in {inv.sentence!r}")
-            if o.error:
-                out.append(f"error ({label}): {o.question}: {o.error}")
-    return out
+    return out + notable(results)

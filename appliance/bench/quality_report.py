@@ -90,6 +90,12 @@ def report(results: dict[str, list[Outcome]], evidence_ms: Sequence[float]) -> l
         ]
         out += [f"{lang} questions", render(SUMMARY_HEADERS, table)]
     out.append(render(("target", "measured", "met"), targets(results, evidence_ms)))
+    return out + notable(results)
+
+
+def notable(results: dict[str, list[Outcome]]) -> list[str]:
+    """A line per loop, unflagged invention and error of a run, with its row."""
+    out = []
     for label, outs in results.items():
         for o in outs:
             if o.looped:

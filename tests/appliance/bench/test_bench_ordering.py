@@ -3,29 +3,15 @@ real engine over the sample corpus."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from support.paths import REPO
+from support.cli import run_appliance
 
 from appliance.bench.ordering.engine import qa_items, qa_run
 
 
 def test_bench_ordering_quick_prints_its_tables(model_dir: Path, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("APPLIANCE_")}
-    env["APPLIANCE_ENGINE__MODEL_PATH"] = str(model_dir)
-    env["APPLIANCE_PATHS__DATA_DIR"] = str(tmp_path)
-    out = subprocess.run(
-        [sys.executable, "-m", "appliance.cli", "bench", "ordering", "--quick"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=True,
-    ).stdout
+    out = run_appliance(["bench", "ordering", "--quick"], model_dir, tmp_path, 240)
     assert "| capacity | strategy" in out and "| 8,000    | prefix" in out
     for name in ("relevance", "doc_id", "prefix"):
         assert f"| {name} " in out

@@ -3,14 +3,11 @@ cells and targets), and a smoke run of ``--quick`` on the real appliance."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support.paths import REPO
+from support.cli import run_appliance
 
 from appliance.bench.quality_bench import pick_items
 from appliance.bench.quality_report import rows, targets
@@ -209,20 +206,9 @@ def test_the_rows_and_the_quick_subset() -> None:
 
 @pytest.mark.timeout(300)
 def test_bench_quality_quick_prints_every_mode(model_dir: Path, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("APPLIANCE_")}
-    env["APPLIANCE_ENGINE__MODEL_PATH"] = str(model_dir)
-    env["APPLIANCE_PATHS__DATA_DIR"] = str(tmp_path)
-    env["APPLIANCE_ENGINE__NATIVE_ATTENTION"] = "false"  # no kernel build in a fresh data dir
-    out = subprocess.run(
-        # two questions of each language: the command, every row and both tables, in CI time
-        [sys.executable, "-m", "appliance.cli", "bench", "quality", "--quick", "--limit", "2"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=True,
-    ).stdout
+    # two questions of each language: the command, every row and both tables, in CI time
+    args = ["bench", "quality", "--quick", "--limit", "2"]
+    out = run_appliance(args, model_dir, tmp_path, 280, ENGINE__NATIVE_ATTENTION="false")
     assert "max_new_tokens 32" in out and "repetition_penalty" in out
     assert "English questions" in out and "Korean questions" in out
     for header in (

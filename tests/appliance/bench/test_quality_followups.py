@@ -4,14 +4,11 @@ in which every follow-up is really sent under its row's layout."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support.paths import REPO
+from support.cli import run_appliance
 
 from appliance.bench.quality_followups import conversations, follow_up_report, follow_up_rows
 from appliance.bench.quality_score import Outcome
@@ -80,21 +77,9 @@ def test_re_lay_is_held_to_append_only_question_by_question() -> None:
 def test_bench_quality_follow_ups_quick_sends_every_row_as_laid_out(
     model_dir: Path, tmp_path: Path
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("APPLIANCE_")}
-    env["APPLIANCE_ENGINE__MODEL_PATH"] = str(model_dir)
-    env["APPLIANCE_PATHS__DATA_DIR"] = str(tmp_path)
-    env["APPLIANCE_ENGINE__NATIVE_ATTENTION"] = "false"  # no kernel build in a fresh data dir
+    # two questions of each language: one conversation each, every row, in CI time
     args = ["bench", "quality", "--follow-ups", "--quick", "--limit", "2"]
-    out = subprocess.run(
-        # two questions of each language: one conversation each, every row, in CI time
-        [sys.executable, "-m", "appliance.cli", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=True,
-    ).stdout
+    out = run_appliance(args, model_dir, tmp_path, 280, ENGINE__NATIVE_ATTENTION="false")
     assert "paired into 2 two-turn conversations" in out
     assert "English follow-ups" in out and "Korean follow-ups" in out
     for row in ("append, generative", "re-lay, generative", "append, grounded", "re-lay, grounded"):
