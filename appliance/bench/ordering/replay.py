@@ -1,12 +1,12 @@
 """Replaying a workload through an ordering strategy, the way the chat service lays out turns.
 
-Each turn: the shadow keys of the system prompt and the earlier turns
-(``rag.prompt_keys.shadow_prefix``, as the chat service builds them); only chunks new to the
-conversation, ordered by the strategy (offered the turn's candidates beyond the top-k that are
-new too: strategies that take cache riders may send some along); numbered, rendered and hinted
-by ``rag.prompt``; then sent to a backend, which answers with what it served (``Served``); the
-ordering observes the outcome. Backends: the token-level radix simulator, or the embedded
-engine.
+Each turn is laid out by ``rag.layout`` after the session's conversation so far, as the chat
+service does it (``append``: only chunks new to the prompt, ordered by the strategy, which is
+offered the turn's candidates beyond the top-k that are new too: strategies that take cache
+riders may send some along; ``relay``; or ``adaptive``, the cheaper of the two by the cache
+shadow's prediction); then sent to a backend, which answers with what it served (``Served``);
+the ordering observes the outcome under the layout's keys. Backends: the token-level radix
+simulator, or the embedded engine.
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 
 from appliance.bench.ordering.radix import RadixLRU
 from appliance.bench.ordering.workload import Turn, Workload
-from rag.layout import Conversation
+from rag.layout import ADAPTIVE, APPEND, Conversation
 from rag.layout_choice import lay_out
-from rag.ordering import ContextOrdering, riders_in
-from rag.prompt import build_messages, number_chunks, render_user_turn
-from rag.prompt_keys import RenderedTurn, answer_key, shadow_prefix, tail_key
+from rag.ordering import ContextOrdering
+from rag.prompt_keys import answer_key
 from rag.types import RetrievedChunk
 
 Messages = tuple[tuple[str, str], ...]
@@ -54,7 +53,7 @@ ADAPTIVE_ROW = "adaptive"  # ``prefix`` with cache riders, each turn's layout ch
 class Variant:
     """One row of the benchmark: a strategy, at most how many cache riders it may take per
     turn (None: as many candidates as a turn has; strategies without riders ignore them), and
-    the prompt layout (``rag.layout.LAYOUTS``; None: append, the chat service's, with riders)."""
+    the prompt layout (``rag.layout.LAYOUTS``; None: append)."""
 
     label: str
     strategy: str
@@ -96,13 +95,6 @@ class Outcome:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
-@dataclass
-class _Conversation:
-    history: list[tuple[str, str]] = field(default_factory=list)
-    known: dict[int, int] = field(default_factory=dict)
-    turns: list[RenderedTurn] = field(default_factory=list)
-
-
 class Replayer:
     """One strategy's side of a replay: its conversations so far, and the outcome."""
 
@@ -119,60 +111,27 @@ class Replayer:
     ) -> None:
         """``riders``: at most this many cache riders per turn (None: as many candidates as a
         turn has; 0: none). ``page_tokens``: the backend's cache granularity (told to the
-        ordering with each report, as the chat service does). ``layout``: lay turns out with
-        ``rag.layout`` (no riders), counting a candidate's prompt tokens with ``count``."""
+        ordering with each report, as the chat service does). ``layout``: how turns are laid
+        out (``rag.layout.LAYOUTS``; None: appended); ``adaptive`` counts each candidate's
+        prompt tokens with ``count``."""
         self.system = workload.system_prompt
         self.ordering, self.strategy, self.backend = ordering, strategy, backend
         self.riders = riders
         self.page_tokens = page_tokens
-        self.layout, self.count = layout, count
-        if layout is not None and count is None:
-            raise ValueError("a layout needs a prompt token count")
-        self.conversations: dict[int, _Conversation] = {}
-        self.laid_out: dict[int, Conversation] = {}
+        self.layout = layout or APPEND
+        if self.layout == ADAPTIVE and count is None:
+            raise ValueError("the adaptive layout needs a prompt token count")
+        # one layout has nothing to choose between: its prompt tokens are not needed
+        self.count = count or (lambda messages: 0)
+        self.conversations: dict[int, Conversation] = {}
         self.outcome = Outcome()
         # turns of different sessions may be played from several threads at once
         self._lock = threading.Lock()
 
     def play(self, turn: Turn) -> None:
-        if self.layout is not None:
-            self._play_layout(turn)
-            return
+        """One turn of its session, laid out by ``rag.layout``, served and observed."""
         with self._lock:
-            conv = self.conversations.setdefault(turn.session, _Conversation())
-        prefix = shadow_prefix(self.system, conv.turns)
-        fresh = [c for c in turn.retrieved if c.chunk_id not in conv.known]
-        offered = [c for c in turn.candidates if c.chunk_id not in conv.known]
-        ordered = self.ordering.order(self.strategy, fresh, prefix, offered, self.riders)
-        riders = riders_in(ordered, offered)
-        new, citations = number_chunks(ordered, conv.known, turn.retrieved, riders)
-        user_turn = render_user_turn(turn.question, new, citations)
-        messages = build_messages(self.system, conv.history, user_turn)
-        served = self.backend(messages, turn.answer)
-        sent = tuple(c.chunk_id for _n, c in new)
-        self.ordering.observe(
-            prefix,
-            sent,
-            served.prompt_tokens,
-            served.cached_tokens,
-            self.page_tokens,
-            tail=tail_key(user_turn),
-            # an answer the backend never generated is not in its cache: not to be followed
-            answer=answer_key(turn.answer) if served.answer_tokens else None,
-            completion_tokens=served.answer_tokens + 1,
-            worker=served.worker,
-        )
-        conv.history += [("user", user_turn), ("assistant", turn.answer)]
-        conv.known.update((c.chunk_id, c.number) for c in citations)
-        conv.turns.append(RenderedTurn(sent, user_turn, turn.answer))
-        with self._lock:
-            self._count(turn, served, len(riders))
-
-    def _play_layout(self, turn: Turn) -> None:
-        """One turn laid out by ``rag.layout`` (append, re-lay, or the cheaper of the two)."""
-        assert self.layout is not None and self.count is not None
-        with self._lock:
-            conv = self.laid_out.setdefault(turn.session, Conversation.start(self.system))
+            conv = self.conversations.setdefault(turn.session, Conversation.start(self.system))
 
         def order(
             chunks: Sequence[RetrievedChunk],
@@ -203,6 +162,7 @@ class Replayer:
             served.cached_tokens,
             self.page_tokens,
             tail=layout.tail,
+            # an answer the backend never generated is not in its cache: not to be followed
             answer=answer_key(turn.answer) if served.answer_tokens else None,
             completion_tokens=served.answer_tokens + 1,
             worker=served.worker,
