@@ -4,7 +4,7 @@ scored as what the user is shown (``appliance.bench.quality_score``)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from appliance.bench.quality_score import Outcome, korean, score
@@ -24,11 +24,17 @@ def ask_once(app: Any, principal: Any, item: dict) -> Outcome:  # noqa: ANN401
 
 
 def collect(
-    item: dict, start: Callable[[], Iterator[ChatEvent]], opened: list[int] | None = None
+    item: dict,
+    start: Callable[[], Iterator[ChatEvent]],
+    opened: list[int] | None = None,
+    earlier: Sequence[str] = (),
+    shown: list[str] | None = None,
 ) -> Outcome:
     """Run one turn (``start`` returns its events: an ask, a regenerate) and score what the
-    user is shown as the answer to ``item``; the turn's conversation id is appended to
-    ``opened`` once it is stored."""
+    user is shown as the answer to ``item``, against this turn's sources and the ``earlier``
+    ones of its conversation (an answer is checked against every source the conversation has
+    shown). The turn's conversation id is appended to ``opened`` once it is stored, and its
+    sources' texts to ``shown``."""
     began = time.perf_counter()
     first_delta = 0.0
     retrieval: RetrievalEvent | None = None
@@ -53,6 +59,8 @@ def collect(
     cites = retrieval.citations
     card = "\n".join(s.text for s in retrieval.evidence)
     sources = [c.text for c in cites]
+    if shown is not None:
+        shown += sources
     first = cites[0].source if cites else ""
     return score(
         item,
@@ -60,7 +68,7 @@ def collect(
         done.answer,
         first,
         done.check,
-        sources,
+        [*earlier, *sources],
         (latency, first_delta or latency),
         korean(item),
         done.repeated,

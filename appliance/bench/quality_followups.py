@@ -15,8 +15,10 @@ turn and only its layout and mode differ:
 
 ``relevance`` order, no cache riders, the engine's cache flushed before every ask (as the mode
 rows of ``appliance bench quality``); the row order rotates from conversation to conversation.
-Each follow-up is scored as a question of its own (``appliance.bench.quality_score``), and each
-pair of rows (append against re-lay, one mode) question by question.
+Each follow-up is scored as a question of its own (``appliance.bench.quality_score``; an
+invention is a fact in none of the sources the conversation has shown, the first turn's and
+its own, which is what its answer is checked against), and each pair of rows (append against
+re-lay, one mode) question by question.
 """
 
 from __future__ import annotations
@@ -72,7 +74,9 @@ def run_follow_ups(
         app.settings.update("bench", opening)
         app.engine.flush_cache()
         opened: list[int] = []
-        started = collect(first, lambda q=first["question"]: app.chat.ask(principal, q), opened)
+        shown: list[str] = []  # the first turn's sources: the follow-up is checked against them
+        ask = lambda q=first["question"]: app.chat.ask(principal, q)  # noqa: E731
+        started = collect(first, ask, opened, shown=shown)
         k = n % len(the_rows)
         for i, row in enumerate([*the_rows[k:], *the_rows[:k]]):
             if started.error:
@@ -85,7 +89,7 @@ def run_follow_ups(
                 turn = lambda q=follow["question"], c=conv: app.chat.ask(principal, q, c)  # noqa: E731
             else:
                 turn = lambda c=conv: app.chat.regenerate(principal, c)  # noqa: E731
-            outcome = collect(follow, turn)
+            outcome = collect(follow, turn, earlier=shown)
             sent = _last_layout(app, conv)
             if not outcome.error and sent != row.changes["layout"]:  # the row must be honest
                 outcome = failed(follow, f"sent {sent}, not {row.changes['layout']}")

@@ -10,9 +10,14 @@ from pathlib import Path
 import pytest
 from support.cli import run_appliance
 
+from appliance.bench.quality_ask import collect
 from appliance.bench.quality_followups import conversations, follow_up_report, follow_up_rows
 from appliance.bench.quality_score import Outcome
+from appliance.core.services.chat import DeltaEvent, DoneEvent, RetrievalEvent
 from appliance.core.services.settings import ChatSettings
+from engine.base import GenerationStats
+from rag.prompt import Citation
+from rag.verify import verify_answer
 
 
 def item(question: str, gold: str) -> dict:
@@ -71,6 +76,32 @@ def test_re_lay_is_held_to_append_only_question_by_question() -> None:
     assert re.search(r"\(grounded\) +\| 1/1 .* \| yes", text)
     assert re.search(r"no failed turns +\| 1 +\| NO", text)
     assert "error (re-lay, grounded): q: busy: full" in text
+
+
+def test_a_follow_up_is_scored_against_every_source_its_conversation_showed() -> None:
+    earlier = "Software requests are reviewed within 3 working days."
+    now = "Install software only from the company portal."
+    answer = "They review it within 3 working days [1]."
+    cited = {1: earlier, 2: now}  # what the service checks the answer against
+    check = verify_answer(answer, cited, [now], set(cited))
+    assert check.sentences[0].supported
+
+    def turn() -> list:
+        citation = Citation(2, 20, 5, "Software", "", None, "it.md", now)
+        stats = GenerationStats(100, 0, 10, 0.1, 0.2, "stop")
+        return [
+            RetrievalEvent([citation], 1.0),
+            DeltaEvent(answer),
+            DoneEvent(7, 8, answer, stats, 1.0, check),
+        ]
+
+    asked = item("How long does a review take?", "it.md")
+    # against this turn's sources alone, the first turn's fact would look invented
+    assert len(collect(asked, turn).inventions) == 1
+    opened: list[int] = []
+    shown: list[str] = []
+    outcome = collect(asked, turn, opened, earlier=[earlier], shown=shown)
+    assert outcome.inventions == () and opened == [7] and shown == [now]
 
 
 @pytest.mark.timeout(300)
