@@ -91,7 +91,9 @@ def main(argv: list[str], config: AppConfig) -> int:
     capacities = [
         int(c) for c in (args.capacities or ("2000,8000" if args.quick else CAPACITIES)).split(",")
     ]
-    engine_turns = args.engine_turns if args.engine_turns >= 0 else (2 if args.quick else 30)
+    # 60 turns: enough that the 32k-token cache evicts and the layouts part (at 30 it holds
+    # every conversation, and every layout appends)
+    engine_turns = args.engine_turns if args.engine_turns >= 0 else (2 if args.quick else 60)
     qa = args.qa if args.qa >= 0 else (0 if args.quick else 24)
     answer_tokens = 16 if args.quick else 48
     # --quick: short texts too, so the engine part takes seconds
