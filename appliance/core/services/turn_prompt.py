@@ -8,7 +8,7 @@ oldest turns). Reads the index and asks the engine for token counts; stores noth
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from appliance.core.auth.principal import Principal
 from appliance.core.services.knowledge import KnowledgeBase
@@ -37,10 +37,8 @@ class PreparedTurn:
     page_tokens: int  # the engine's prefix-cache granularity when the turn was laid out
     # every chunk this turn cites (retrieved, then riders): what the evidence card reads
     sources: tuple[RetrievedChunk, ...] = ()
-    # the cached tokens the cache shadow predicted for the layout sent, before it was sent;
-    # and per candidate layout (``rag.layout_choice``), its (prompt tokens, predicted cached)
+    # the cached tokens the cache shadow predicted for the layout sent, before it was sent
     predicted_cached: int = 0
-    candidates: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def messages(self) -> Messages:
@@ -124,7 +122,6 @@ class TurnPrompts:
             info.cache_page_tokens,
             (*retrieved, *(c for c in candidates if c.chunk_id in ridden)),
             scored[chosen.kind][1],
-            scored,
         )
 
     def _candidates(
