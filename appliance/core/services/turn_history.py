@@ -5,7 +5,8 @@ Each question's message keeps its last user message as sent (``prompt_text``) an
 was laid out (``prompt_parts``: the layout, the hint and question, a re-lay's document block and
 the chunks it rendered, ``rag.layout.SentTurn``). Turns stored before layouts have no parts:
 they were appended, and each rendered exactly the chunks its answer numbered first
-(``rag.prompt_keys.rendered_numbers``).
+(``rag.prompt_keys.rendered_numbers``); parts that cannot be read are taken the same way, so a
+damaged row never stops its conversation.
 """
 
 from __future__ import annotations
@@ -72,13 +73,12 @@ def _sent(user: Message, citations: list[dict], legacy: dict[int, int]) -> SentT
     text = user.prompt_text or user.content
     parts = user.prompt_parts
     if isinstance(parts, dict) and parts.get("layout") in _KINDS:
-        chunks = tuple((int(cid), int(n)) for cid, n in parts.get("chunks") or ())
-        return SentTurn(
-            str(parts["layout"]),
-            text,
-            str(parts.get("short", "")),
-            str(parts.get("docs", "")),
-            chunks,
-        )
+        try:
+            chunks = tuple((int(cid), int(n)) for cid, n in parts.get("chunks") or ())
+        except (TypeError, ValueError):
+            chunks = None  # not what this module writes (say, a hand-edited restore)
+        if chunks is not None:
+            kind, short, docs = parts["layout"], parts.get("short"), parts.get("docs")
+            return SentTurn(str(kind), text, str(short or ""), str(docs or ""), chunks)
     short = render_user_turn(user.content, [], [citation_of(c) for c in citations])
     return SentTurn(APPEND, text, short, "", tuple(legacy.items()))

@@ -160,3 +160,19 @@ def test_the_layout_is_a_setting_admins_can_switch(appliance) -> None:  # noqa: 
     for bad in ("sideways", "", None, 3):
         with pytest.raises(SettingsError, match="layout"):
             apply_changes(defaults, {"layout": bad}, strategies, 8192)
+
+
+def test_stored_turns_without_or_with_broken_parts_read_as_appended() -> None:
+    from appliance.core.db.models import Conversation as StoredConversation
+
+    cited = [{"chunk_id": 7, "number": 1, "title": "Doc", "section": "", "page": None}]
+    cited[0] |= {"document_id": 1, "source": "d.md", "text": "Seven.", "rider": False}
+    conv = StoredConversation(id=1, user_id=1)
+    for parts in (None, {"layout": "relay", "chunks": [["x", 1]]}, {"layout": "sideways"}):
+        conv.messages = [
+            Message(role="user", content="Q?", prompt_text="Documents: ... Q?", prompt_parts=parts),
+            Message(role="assistant", content="A [1].", citations=cited),
+        ]
+        [turn] = stored_turns(conv)
+        assert turn.sent.kind == "append" and turn.sent.chunks == ((7, 1),)
+        assert turn.sent.user == "Documents: ... Q?" and "Question: Q?" in turn.sent.short
