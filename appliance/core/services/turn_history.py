@@ -76,8 +76,8 @@ def _sent(user: Message, citations: list[dict], legacy: dict[int, int]) -> SentT
         try:
             chunks = tuple((int(cid), int(n)) for cid, n in parts.get("chunks") or ())
         except (TypeError, ValueError):
-            chunks = None  # not what this module writes (say, a hand-edited restore)
-        if chunks is not None:
+            pass  # not what this module writes (say, a hand-edited restore): read as below
+        else:
             kind, short, docs = parts["layout"], parts.get("short"), parts.get("docs")
             return SentTurn(str(kind), text, str(short or ""), str(docs or ""), chunks)
     short = render_user_turn(user.content, [], [citation_of(c) for c in citations])
