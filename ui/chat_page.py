@@ -7,7 +7,7 @@ from __future__ import annotations
 import gradio as gr
 
 from appliance.core.auth.service import AuthService
-from appliance.core.config import EngineConfig
+from appliance.core.config import ChatConfig, EngineConfig
 from appliance.core.services.conversations import ConversationService
 from appliance.core.services.turn_line import TurnCapacity, TurnLine
 from ui.chat.handlers import TURN_OUTPUTS, ChatHandlers
@@ -98,24 +98,36 @@ def theme() -> gr.themes.Base:
     )
 
 
-# the four events that generate an answer share one pool of workers: Gradio runs at most
-# ``TurnCapacity.total`` of them at once (the engine's batch and its queue), their handlers take
-# turns in the page's ``TurnLine`` (as many generate as the engine runs; the others say where
-# they are), and only beyond that does Gradio's own queue hold a question (its status shows
-# the place in the queue)
+# the four events that generate an answer share one pool of workers. Their handlers take turns
+# in the page's ``TurnLine``: as many generate as the engine runs, ``TurnCapacity.waiting``
+# more wait and say where they are, each person holds at most their share, and any other turn
+# is refused at once with a note. Gradio runs ``TurnCapacity.total`` of them, plus ``REFUSERS``
+# spare workers, so that a turn beyond the line is always refused at once instead of waiting
+# unseen in Gradio's own queue behind a flood. Gradio's queue (events that wait for any worker)
+# is bounded too: beyond ``queue_size`` a join is answered 503 "queue full".
 TURNS = "chat-turn"
+REFUSERS = 8  # workers kept free for the turns the line refuses
 OTHER_EVENTS = 16  # page loads, conversation list, feedback: threads beside the turns
 
 
+def queue_size(capacity: TurnCapacity) -> int:
+    """Events that may wait for a Gradio worker: a burst of every turn the line holds and of
+    every other event at once."""
+    return capacity.total + REFUSERS + OTHER_EVENTS
+
+
 def build_chat_page(
-    conversations: ConversationService, auth: AuthService, engine: EngineConfig | None = None
+    conversations: ConversationService,
+    auth: AuthService,
+    engine: EngineConfig | None = None,
+    chat: ChatConfig | None = None,
 ) -> gr.Blocks:
-    """The chat page; ``engine`` (the config's engine section) sizes how many people are
-    answered at once (``TurnCapacity.of``)."""
-    capacity = TurnCapacity.of(engine or EngineConfig())
+    """The chat page; ``engine`` and ``chat`` (the config's sections) size how many people
+    are answered at once, and each person's share (``TurnCapacity.of``)."""
+    capacity = TurnCapacity.of(engine or EngineConfig(), chat)
     with gr.Blocks(title="Company help chat", analytics_enabled=False) as page:
         c = build_layout(auth)
-        h = ChatHandlers(conversations, auth, c, TurnLine(capacity.running))
+        h = ChatHandlers(conversations, auth, c, TurnLine(capacity))
         labelled = [component for component, _update in c.labelled()]
         view = c.view_outputs()
         turn = [getattr(c, name) for name in TURN_OUTPUTS]
@@ -136,7 +148,7 @@ def build_chat_page(
         c.delete.click(h.delete, [c.conv, c.lang], [c.conv, c.conversations, c.question, *view])
 
         ask_inputs = [c.question, c.conv, c.chatbot, c.ids, c.lang]
-        pool = {"concurrency_id": TURNS, "concurrency_limit": capacity.total}
+        pool = {"concurrency_id": TURNS, "concurrency_limit": capacity.total + REFUSERS}
         sent = c.send.click(h.respond, ask_inputs, turn, **pool)
         submitted = c.question.submit(h.respond, ask_inputs, turn, **pool)
         again = c.regenerate.click(h.regenerate, [c.conv, c.question, c.lang], turn, **pool)
@@ -154,13 +166,13 @@ def build_chat_page(
         c.send_feedback.click(
             h.send_feedback, [c.rated, c.comment, c.lang], [c.comment, c.feedback_status]
         )
-    _size_workers(page, capacity.total + OTHER_EVENTS)
+    _size_queue(page, capacity.total + REFUSERS + OTHER_EVENTS, queue_size(capacity))
     return page
 
 
-def _size_workers(page: gr.Blocks, workers: int) -> None:
+def _size_queue(page: gr.Blocks, workers: int, max_size: int) -> None:
     """Gradio runs at most ``max_threads`` events at once (40 unless told), all events
-    together: a bigger engine needs more, on a thread pool of the page's own."""
-    if workers > page.max_threads:
-        page.max_threads = workers
-        page.queue()  # the queue takes its worker count when made
+    together: a bigger engine needs more, on a thread pool of the page's own. Its queue holds
+    at most ``max_size`` events waiting for a worker."""
+    page.max_threads = max(workers, page.max_threads)
+    page.queue(max_size=max_size)  # the queue takes its worker count when made

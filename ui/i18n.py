@@ -60,12 +60,17 @@ STRINGS: dict[str, dict[str, str]] = {
         "chat.continue": "Continue",
         "error.busy": "The answer engine is busy right now.",
         "error.unavailable": "The answer engine is not reachable right now.",
+        "error.yours": (
+            "Busy: you already have {n} questions in progress. Try again once one is answered."
+        ),
+        "error.full": "Busy: {n} questions are already waiting for the engine. Try again soon.",
         "error.other": "The question could not be answered: {message}",
         "error.keep": "Your question is kept below; press Send to retry. Nothing was lost.",
         "sources.heading": "Sources",
         "sources.none": "No sources yet.",
         "sources.page": "p. {page}",
         "sources.rider": "also given (cached)",
+        "sources.withheld": "This document is no longer open to you.",
         "sources.starts": "starts “{start}…”",
         "panel.heading": "This answer",
         "panel.none": "Ask a question to see how fast it was answered.",
@@ -159,6 +164,12 @@ STRINGS: dict[str, dict[str, str]] = {
         "chat.continue": "이어서 생성",
         "error.busy": "답변 엔진이 지금 바쁩니다.",
         "error.unavailable": "답변 엔진에 지금 연결할 수 없습니다.",
+        "error.yours": (
+            "바쁩니다: 이미 처리 중인 질문이 {n}개 있습니다. 하나가 답변된 뒤 다시 시도하세요."
+        ),
+        "error.full": (
+            "바쁩니다: 이미 질문 {n}개가 엔진을 기다리고 있습니다. 잠시 후 다시 시도하세요."
+        ),
         "error.other": "질문에 답하지 못했습니다: {message}",
         "error.keep": (
             "질문은 아래에 남아 있습니다. 보내기를 눌러 다시 시도하세요. 잃은 것은 없습니다."
@@ -167,6 +178,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "sources.none": "아직 출처가 없습니다.",
         "sources.page": "{page}쪽",
         "sources.rider": "함께 제공됨(캐시)",
+        "sources.withheld": "이 문서는 더 이상 열람할 수 없습니다.",
         "sources.starts": "시작: “{start}…”",
         "panel.heading": "이 답변",
         "panel.none": "질문하면 답변 속도가 여기에 표시됩니다.",

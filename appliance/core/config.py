@@ -141,6 +141,11 @@ class ChatConfig(_Section):
     # stop an answer once it repeats a sentence of its own, before the repeat is shown
     # (rag.repeats); generation is aborted there and the turn stored as "repetition"
     stop_repeats: bool = True
+    # one person's share of the browser chat's line (appliance.core.services.turn_line): at
+    # most this many of their turns generate at once, and this many more wait; another is
+    # refused at once ("busy"), so that one user cannot fill the engine for everyone else
+    user_running_turns: int = Field(2, ge=1)
+    user_waiting_turns: int = Field(2, ge=0)
 
     @model_validator(mode="after")
     def _top_k_not_zero(self) -> ChatConfig:

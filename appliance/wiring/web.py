@@ -6,7 +6,11 @@ registered after it).
 
 Around all of it, outermost first: ``SecurityHeaders`` (every answer, refusals included),
 ``OriginGuard`` (no cross-origin writes, no CORS unless allowed), ``BodyGuard`` (bounded bodies,
-uploads authenticated before they are read), then the sign-in redirect.
+uploads authenticated before they are read), ``GradioGuard`` (each Gradio page's uploads, files
+and event calls, for its role), then the sign-in redirect.
+
+Every Gradio page is mounted with run history off: Gradio would otherwise keep each call's
+inputs (a new password, a freshly made API key) in the browser's ``localStorage``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from appliance.core.services.conversations import ConversationService
 from appliance.wiring.admin import mount_admin
 from appliance.wiring.appliance import Appliance
 from appliance.wiring.body_guard import BodyGuard, UploadRoute
+from appliance.wiring.gradio_guard import GradioGuard, GradioPage
 from appliance.wiring.headers import SecurityHeaders
 from appliance.wiring.metrics import mount_metrics
 from appliance.wiring.origin import OriginGuard
@@ -44,15 +49,15 @@ def build_web_app(appliance: Appliance) -> FastAPI:
     conversations = ConversationService(appliance.db, appliance.chat)
     app = build_api(appliance.auth, appliance.chat, appliance.engine, conversations)
     install_login(app, appliance.auth)
-    _guard(app, appliance)
 
     @app.get("/admin", include_in_schema=False)
     def admin_slash() -> RedirectResponse:
         return RedirectResponse("/admin/", status_code=307)  # the console is mounted at /admin/
 
-    console = mount_admin(app, appliance)
+    console, admin_page = mount_admin(app, appliance)
     mount_metrics(app, appliance, console.sampler)
-    page = build_chat_page(conversations, appliance.auth, appliance.config.engine)
+    config = appliance.config
+    page = build_chat_page(conversations, appliance.auth, config.engine, config.chat)
     gr.mount_gradio_app(
         app,
         page,
@@ -63,17 +68,27 @@ def build_web_app(appliance: Appliance) -> FastAPI:
         js=JS,
         ssr_mode=False,
         footer_links=[],
+        run_history=False,  # nothing a user typed is kept in the browser
     )
     # Gradio's apps answer a malformed call with FastAPI's own 422, which repeats the input
     for route in app.routes:
         if isinstance(route, Mount) and isinstance(route.app, FastAPI):
             install_validation_errors(route.app)
+    pages = (
+        # the chat page takes no uploads and hands out no files
+        GradioPage("", "staff", uploads=False, files=False, events=page.fns.keys),
+        GradioPage("/admin", "admin", uploads=True, files=True, events=admin_page.fns.keys),
+    )
+    _guard(app, appliance, pages)
     return app
 
 
-def _guard(app: FastAPI, appliance: Appliance) -> None:
+def _guard(app: FastAPI, appliance: Appliance, pages: tuple[GradioPage, ...]) -> None:
     """The guards around the whole app (added innermost first)."""
     config = appliance.config
+    app.add_middleware(
+        GradioGuard, pages=pages, resolve=appliance.auth.resolve, cookie=SESSION_COOKIE
+    )
     app.add_middleware(
         BodyGuard,
         resolve=appliance.auth.resolve,

@@ -26,6 +26,7 @@ class Site:
 
     base: str
     appliance: Any
+    app: Any = None  # the web app served
 
     @property
     def auth(self) -> Any:
@@ -37,6 +38,7 @@ def _served(
     data_dir: Path, model_dir, engine, embedder, config_for, sections: dict
 ) -> Iterator[Site]:  # noqa: ANN001
     from appliance.wiring.appliance import build_appliance
+    from appliance.wiring.proxy_headers import behind_proxies
     from appliance.wiring.web import build_web_app
 
     if sections:
@@ -54,8 +56,8 @@ def _served(
     appliance.ingest.ingest_folder(docs)
     app = build_web_app(appliance)
     try:
-        with serving(app) as base:
-            yield Site(base, appliance)
+        with serving(behind_proxies(app, appliance.config.security)) as base:  # as served
+            yield Site(base, appliance, app)
     finally:
         app.state.admin_console.sampler.stop()
         appliance.db.dispose()

@@ -3,6 +3,7 @@ re-index and move, collections, chunk search and the ingestion history."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,6 +166,7 @@ def _uploader(docs: AdminDocuments, auth: AuthService) -> Callable[..., Iterator
             try:
                 with open(path, "rb") as f:  # one byte past the limit: refused by name
                     upload = Upload(Path(path).name, f.read(docs.ingest.max_bytes + 1))
+                _discard(path)  # read: Gradio's copy is not kept (the index has the text)
                 [result] = docs.upload([upload], collection, who.username)
             except AdminError as exc:
                 raise gr.Error(str(exc)) from exc
@@ -175,6 +177,15 @@ def _uploader(docs: AdminDocuments, auth: AuthService) -> Callable[..., Iterator
             yield table(rows, PROGRESS_COLUMNS)
 
     return upload
+
+
+def _discard(path: str) -> None:
+    """Delete an upload's temporary file, and its folder when that is left empty (Gradio puts
+    each upload in a folder of its own)."""
+    file = Path(path)
+    file.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # not empty, or already gone
+        file.parent.rmdir()
 
 
 def _document_actions(

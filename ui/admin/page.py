@@ -21,7 +21,12 @@ from ui.session import require_admin
 DENIED = "This console is for administrators. [Back to the chat](/)"
 
 
-def build_admin_page(console: AdminConsole, auth: AuthService) -> gr.Blocks:
+def build_admin_page(
+    console: AdminConsole, auth: AuthService, delete_cache: tuple[int, int] | None = None
+) -> gr.Blocks:
+    """The console; ``delete_cache`` (every, older than: seconds) sweeps the files it was
+    given or made (uploads never ingested, audit exports)."""
+
     def gate(request: gr.Request):  # noqa: ANN202
         who = require_admin(request, auth)  # staff: an error, and the console stays hidden
         return gr.Markdown(f"Signed in as **{who.username}**"), gr.Column(visible=True)
@@ -30,7 +35,9 @@ def build_admin_page(console: AdminConsole, auth: AuthService) -> gr.Blocks:
         require_admin(request, auth)
         return gr.Timer(active=True)
 
-    with gr.Blocks(title="Admin console", analytics_enabled=False) as page:
+    with gr.Blocks(
+        title="Admin console", analytics_enabled=False, delete_cache=delete_cache
+    ) as page:
         with gr.Row():
             gr.Markdown("## Admin console")
             who = gr.Markdown(DENIED, elem_id="admin-who")

@@ -14,9 +14,15 @@ from appliance.core.auth.service import AuthService
 from appliance.core.errors import ChatError
 from appliance.core.services.chat import DeltaEvent, DoneEvent, ErrorEvent, RetrievalEvent
 from appliance.core.services.conversations import ConversationService
-from appliance.core.services.turn_line import TurnLine
+from appliance.core.services.turn_line import TurnLine, TurnRefused
 from ui.chat.layout import ChatComponents
-from ui.chat.view import conversation_choices, conversation_view, error_note, waiting_note
+from ui.chat.view import (
+    conversation_choices,
+    conversation_view,
+    error_note,
+    refused_note,
+    waiting_note,
+)
 from ui.format import citations_html
 from ui.grounded import answer_bubble
 from ui.i18n import pick, t
@@ -149,7 +155,9 @@ class ChatHandlers:
         note and Continue for a cut answer hide while an answer streams.
 
         The turn first waits for a slot in the page's line, saying where it is; it holds the
-        slot until it ends, however it ends (Stop and a closed page close this generator)."""
+        slot until it ends, however it ends (Stop and a closed page close this generator). A
+        turn the line refuses (its user already has their share in it, or every waiting place
+        is taken) ends at once on a note that says so, its question still in the box."""
         skip, hidden = gr.skip(), gr.update(visible=False)
         keep = question if answer else ""  # the box once the answer is stored
 
@@ -158,7 +166,11 @@ class ChatHandlers:
             chat = [*shown, {"role": "assistant", "content": bubble}]
             return [chat, shown_ids, sources, skip, skip, hidden, question, conv_id, skip]
 
-        ticket = self.line.join()
+        try:
+            ticket = self.line.join(principal.user_id)
+        except TurnRefused as exc:
+            yield row(refused_note(exc.reason, exc.limit, lang))
+            return
         try:
             place: int | None = None  # the place the chat shows
             while not ticket.wait(0 if place is None else WAIT_STEP_S):

@@ -85,6 +85,15 @@ def error_note(kind: ErrorKind, message: str, lang: str) -> str:
     return f"<span class='turn-note {name}'>{note}</span>"
 
 
+def refused_note(reason: str, limit: int, lang: str) -> str:
+    """The chat bubble for a turn the line refused (``TurnRefused``): the user already has
+    ``limit`` questions in it ("yours"), or ``limit`` questions already wait ("full"). Its
+    class is ``turn-note busy``: the engine is busy for this user; nothing was lost."""
+    head = t(lang, f"error.{reason}", n=limit)
+    note = f"⚠️ **{html.escape(head)}** {html.escape(t(lang, 'error.keep'))}"
+    return f"<span class='turn-note busy {reason}'>{note}</span>"
+
+
 def waiting_note(ahead: int, lang: str) -> str:
     """The chat bubble for a question that waits for the engine: where it is in the line."""
     if ahead == 0:

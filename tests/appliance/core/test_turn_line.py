@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from appliance.core.config import EngineConfig
-from appliance.core.services.turn_line import TurnCapacity, TurnLine
+from appliance.core.config import ChatConfig, EngineConfig
+from appliance.core.services.turn_line import TurnCapacity, TurnLine, TurnRefused
 
 
 def test_capacity_is_the_engine_batch_and_its_queue() -> None:
@@ -72,3 +72,62 @@ def test_a_waiting_turn_wakes_when_a_slot_frees() -> None:
 def test_a_line_needs_a_slot() -> None:
     with pytest.raises(ValueError):
         TurnLine(0)
+
+
+def _line(running: int = 4, waiting: int = 4, user_running: int = 2, user_waiting: int = 1):
+    return TurnLine(TurnCapacity(running, waiting, user_running, user_waiting))
+
+
+def test_the_capacity_carries_each_users_share() -> None:
+    chat = ChatConfig(user_running_turns=3, user_waiting_turns=1)
+    assert TurnCapacity.of(EngineConfig(), chat) == TurnCapacity(8, 16, 3, 1)
+    assert TurnCapacity.of(EngineConfig()).per_user == 4  # 2 running and 2 waiting by default
+
+
+def test_one_user_is_refused_beyond_their_share_and_others_still_start() -> None:
+    """Issue #30: one cookie queued 50 turns, all accepted. Now a user holds at most their
+    share (2 running, 1 waiting here); the next is refused at once, and another user's turn
+    starts ahead of the flooder's waiting one, on a free slot."""
+    line = _line()
+    mine = [line.join("flood") for _ in range(3)]
+    assert [t.admitted for t in mine] == [True, True, False]  # two run, one waits
+    with pytest.raises(TurnRefused) as refused:
+        line.join("flood")
+    assert (refused.value.reason, refused.value.limit) == ("yours", 3)
+    other = line.join("other")
+    assert other.admitted  # not behind the flooder's waiting turn: a slot was free
+    assert line.counts() == (3, 1)
+    mine[0].leave()  # one of the flooder's answers ends: their waiting turn starts
+    assert mine[2].admitted
+    again = line.join("flood")  # and they may queue one more
+    assert not again.admitted and again.ahead() == 0
+    for t in (*mine, other, again):
+        t.leave()
+    assert line.counts() == (0, 0)
+    assert [line.join("flood").admitted for _ in range(2)] == [True, True]  # shares are freed
+
+
+def test_the_waiting_places_are_bounded() -> None:
+    """Beyond the engine's queue (``waiting``) a turn is refused as "full", whoever asks."""
+    line = _line(running=1, waiting=2, user_running=1, user_waiting=1)
+    running = line.join("a")
+    waiting = [line.join("b"), line.join("c")]
+    assert running.admitted and not any(t.admitted for t in waiting)
+    with pytest.raises(TurnRefused) as refused:
+        line.join("d")
+    assert (refused.value.reason, refused.value.limit) == ("full", 2)
+    assert line.counts() == (1, 2)  # the refused turn left no trace
+    waiting[0].leave()
+    assert not line.join("d").admitted  # a freed place is taken again
+
+
+def test_a_user_at_their_running_share_does_not_hold_up_the_line() -> None:
+    """A waiting turn whose user already runs their share is passed by the next one in line,
+    and starts as soon as one of its user's turns ends."""
+    line = _line(running=3, waiting=4, user_running=1, user_waiting=2)
+    first = line.join("a")
+    second = line.join("a")
+    third = line.join("b")
+    assert (first.admitted, second.admitted, third.admitted) == (True, False, True)
+    first.leave()
+    assert second.admitted
