@@ -82,11 +82,13 @@ def render_config(
     embed_path: str,
     metrics_token: str = "",
     gateway_workers: tuple[str, ...] = (),
+    host_names: tuple[str, ...] = (),
 ) -> str:
     """The appliance's TOML config for this install; ``metrics_token`` is the bearer token
     Prometheus scrapes ``/metrics`` with (kept across re-installs by the caller);
     ``gateway_workers`` the workers behind the gateway, where there is one
-    (``installer.units.gateway_workers``)."""
+    (``installer.units.gateway_workers``); ``host_names`` the names staff reach the box by
+    (``security.allowed_hosts``: its host name and FQDN; addresses need no listing)."""
     sections: dict[str, dict[str, object]] = {
         "server": {"host": opts.host, "port": opts.port},
         "paths": {"data_dir": str(layout.data_dir)},
@@ -97,7 +99,11 @@ def render_config(
             "sglang_url": engine_url(opts, gateway_workers),
         },
         "rag": {"embedding_model_path": embed_path},
-        "security": {"environment": "production", "metrics_token": metrics_token},
+        "security": {
+            "environment": "production",
+            "metrics_token": metrics_token,
+            "allowed_hosts": list(host_names),
+        },
         "bootstrap": {
             "ingest_sample_corpus": opts.sample_corpus,
             "admin_username": opts.admin_username,

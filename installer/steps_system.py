@@ -7,6 +7,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import subprocess
 import time
 import tomllib
@@ -34,13 +35,22 @@ def _metrics_token(path: Path) -> str:
     return token if isinstance(token, str) and len(token) >= 16 else secrets.token_urlsafe(32)
 
 
+def box_names() -> tuple[str, ...]:
+    """The names this box answers to on the network (host name and FQDN), for
+    ``security.allowed_hosts``; IP addresses and ``localhost`` are always allowed."""
+    names = {socket.gethostname().strip().lower(), socket.getfqdn().strip().lower()}
+    return tuple(sorted(n for n in names if n and n != "localhost" and n[-1:] != "."))
+
+
 def step_config(ctx: Context, model_path: str, embed_path: str) -> StepResult:
     """Write the config; a file the admin edited is kept as it is."""
     path = ctx.layout.config_file
     token = _metrics_token(path)
     plan = box_plan(ctx.profile, ctx.opts, ctx.layout, ctx.facts.gpus, ctx.facts.ram_gb)
     routed = gateway_workers(ctx.profile, ctx.opts, plan)
-    text = render_config(ctx.profile, ctx.layout, ctx.opts, model_path, embed_path, token, routed)
+    text = render_config(
+        ctx.profile, ctx.layout, ctx.opts, model_path, embed_path, token, routed, box_names()
+    )
     if path.is_file():
         current = path.read_text(encoding="utf-8")
         written = ctx.state.get("config_sha")

@@ -2,20 +2,25 @@
 
 (No ``from __future__ import annotations``: FastAPI must see the real dependency types.)
 
-``/api`` and ``/api/admin`` take a session token (``POST /api/login``), ``/v1`` an API key;
-each says how it refuses a missing or unknown token.
+``/api`` and ``/api/admin`` take a session token (``POST /api/login``), ``/v1`` an API key
+(``api_key_dependency``: invalid keys are counted per client address, and refused with the time
+to wait once there are too many); each says how it refuses a missing or unknown token.
 """
 
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, HTTPException
+from fastapi import Depends, Header, HTTPException, Request
 
+from appliance.core.auth.api_keys import KeyCheck
+from appliance.core.auth.client_address import client_address
 from appliance.core.auth.principal import Principal
 from appliance.core.auth.service import AuthService
 
 Resolve = Callable[[str], Principal | None]
 Refusal = Callable[[], HTTPException]
+Authenticate = Callable[[str, str], KeyCheck]  # (key, client address)
+Throttled = Callable[[float], HTTPException]  # the seconds to wait
 BearerDependency = Callable[..., Principal]
 # an endpoint parameter's annotation, ``Annotated[Principal, Depends(...)]`` (not a class)
 PrincipalParam = Any
@@ -58,6 +63,27 @@ def bearer_dependency(
         if admin_only and not found.is_admin:
             raise HTTPException(403, "administrators only")
         return found
+
+    return principal
+
+
+def api_key_dependency(
+    authenticate: Authenticate, *, missing: Refusal, invalid: Refusal, throttled: Throttled
+) -> BearerDependency:
+    """A dependency giving the owner of the bearer API key, checked by ``authenticate`` with
+    the request's client address. Raises ``missing()`` without a bearer token, ``invalid()``
+    for a key that is no live one, ``throttled(seconds)`` when that address sent too many."""
+
+    def principal(
+        request: Request, authorization: Annotated[str | None, Header()] = None
+    ) -> Principal:
+        token = bearer_token(authorization)
+        if token is None:
+            raise missing()
+        check = authenticate(token, client_address(request))
+        if check.principal is None:
+            raise throttled(check.retry_after) if check.retry_after > 0 else invalid()
+        return check.principal
 
     return principal
 

@@ -25,6 +25,7 @@ from appliance.api.params import BodyId, PathId, StrictJsonRoute
 from appliance.api.unstreamed import TurnJSONResponse
 from appliance.api.validation_errors import install_validation_errors
 from appliance.core.auth.api_keys import ApiKeyError
+from appliance.core.auth.client_address import client_address
 from appliance.core.auth.service import AuthError, AuthService, PasswordThrottled
 from appliance.core.auth.throttle import whole_seconds
 from appliance.core.errors import ChatError
@@ -159,7 +160,7 @@ def _session_routes(
 
     @router.post("/api/login")
     def login(body: LoginBody, request: Request) -> dict:
-        client = request.client.host if request.client else ""
+        client = client_address(request)
         result = auth.login(body.username, body.password, client)
         if result.retry_after > 0:
             wait = whole_seconds(result.retry_after)
@@ -181,7 +182,7 @@ def _session_routes(
     ) -> dict:
         """Change one's own password (session token only): API keys keep working, the
         other sessions end. A wrong current password counts as a failed login."""
-        client = request.client.host if request.client else ""
+        client = client_address(request)
         token = bearer_token(authorization) or ""
         try:
             change = auth.change_password(token, current_password, new_password, client)

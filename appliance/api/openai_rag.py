@@ -32,12 +32,13 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 
-from appliance.api.bearer import bearer_dependency, principal_param
+from appliance.api.bearer import api_key_dependency, principal_param
 from appliance.api.errors import failed_turn_status, openai_status_of, retry_headers
 from appliance.api.grounded import evidence_json, verification_json
 from appliance.api.params import BodyId, StrictJsonRoute
 from appliance.api.unstreamed import TurnJSONResponse
 from appliance.core.auth.service import AuthService
+from appliance.core.auth.throttle import whole_seconds
 from appliance.core.errors import ChatError
 from appliance.core.services.chat import (
     ChatEvent,
@@ -204,6 +205,12 @@ def _complete(events: Iterator[ChatEvent], rid: str, history: str) -> tuple[dict
     return {"error": {"message": "no answer", "type": "internal"}}, 500
 
 
+def _too_many_invalid_keys(retry_after: float) -> OpenAIError:
+    wait = whole_seconds(retry_after)
+    message = f"too many invalid API keys from this address; try again in {wait} s"
+    return OpenAIError(429, message, "rate_limit_exceeded", {"Retry-After": str(wait)})
+
+
 def build_openai_router(
     auth: AuthService, conversations: ConversationService, engine: Engine
 ) -> APIRouter:
@@ -211,12 +218,13 @@ def build_openai_router(
     are strict (``StrictJsonRoute``)."""
     router = APIRouter(route_class=StrictJsonRoute)
     Owner = principal_param(
-        bearer_dependency(
-            auth.api_keys.resolve,
+        api_key_dependency(
+            auth.api_keys.authenticate,
             missing=lambda: OpenAIError(
                 401, "missing API key (Authorization: Bearer sk-...)", "auth"
             ),
             invalid=lambda: OpenAIError(401, "invalid or revoked API key", "invalid_api_key"),
+            throttled=_too_many_invalid_keys,
         )
     )
 

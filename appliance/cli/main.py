@@ -133,7 +133,8 @@ def cmd_engine_server(args: argparse.Namespace) -> int:
     url = f"http://{args.host}:{args.port}"
     print(f"SGLang-compatible engine server for {name} on {url}", flush=True)
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        # no client address is read from X-Forwarded-* here either
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", proxy_headers=False)
     finally:
         engine.close()
     return 0

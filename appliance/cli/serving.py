@@ -23,7 +23,14 @@ def serve(config: AppConfig) -> int:
     app = build_web_app(appliance)
     print(f"serving on http://{config.server.host}:{config.server.port}", flush=True)
     try:
-        uvicorn.run(app, host=config.server.host, port=config.server.port, log_level="warning")
+        # the app alone decides what a proxy's X-Forwarded-* say (``security.trusted_proxies``)
+        uvicorn.run(
+            app,
+            host=config.server.host,
+            port=config.server.port,
+            log_level="warning",
+            proxy_headers=False,
+        )
     finally:
         appliance.close()
     return 0

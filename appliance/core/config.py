@@ -10,6 +10,7 @@ Unknown keys and invalid values raise ``ConfigError`` with a one-line message na
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import tomllib
@@ -17,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 ENV_PREFIX = "APPLIANCE_"
 log = logging.getLogger(__name__)
@@ -178,6 +179,44 @@ class SecurityConfig(_Section):
     # ``GET /metrics`` answers a Prometheus scraper sending ``Authorization: Bearer <token>``
     # and signed-in admins; nobody else. Empty: admins only (the installer writes one)
     metrics_token: str = ""
+    # the reverse proxies (IP addresses or CIDR networks) whose ``X-Forwarded-For`` and
+    # ``X-Forwarded-Proto`` are believed (``appliance.core.auth.client_address``): the client is
+    # the right-most forwarded address that is not one of them. Empty: none, every request's
+    # address is its direct peer. A string is read as a comma-separated list (for APPLIANCE_*)
+    trusted_proxies: tuple[str, ...] = ()
+    # the names this box is reached by, beside IP addresses and ``localhost``
+    # (appliance.wiring.host_guard): "appliance.corp.example", or ".corp.example" for a domain
+    # and every name in it; a request whose ``Host`` names anything else gets 400 (a
+    # DNS-rebinding page). The installer writes the box's host name and FQDN
+    allowed_hosts: tuple[str, ...] = ()
+
+    @field_validator("trusted_proxies", "allowed_hosts", mode="before")
+    @classmethod
+    def _proxies_listed(cls, value: Any) -> Any:
+        if isinstance(value, str):  # from the environment: comma-separated
+            return [v for v in value.split(",") if v.strip()]
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_are_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{entry!r} is not an IP address or network (10.0.0.0/8)"
+                ) from None
+        return tuple(entry.strip() for entry in value)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts_are_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            name = entry.strip().lstrip(".")
+            if entry.strip() != "*" and (not name or any(c in name for c in "/:@ ")):
+                raise ValueError(f"{entry!r} is not a host name (appliance.corp.example)")
+        return tuple(entry.strip().lower() for entry in value)
 
     @model_validator(mode="after")
     def _origins_are_origins(self) -> SecurityConfig:

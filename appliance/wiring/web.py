@@ -4,10 +4,12 @@ Order matters: the JSON/SSE API and ``/v1`` first, then the sign-in pages, the a
 and ``/metrics``, and the Gradio chat page at ``/`` last (a mount at ``/`` answers every path
 registered after it).
 
-Around all of it, outermost first: ``SecurityHeaders`` (every answer, refusals included),
-``OriginGuard`` (no cross-origin writes, no CORS unless allowed), ``BodyGuard`` (bounded bodies,
-uploads authenticated before they are read), ``GradioGuard`` (each Gradio page's uploads, files
-and event calls, for its role), then the sign-in redirect.
+Around all of it, outermost first: ``ProxyHeaders`` (the client address and scheme a trusted
+proxy forwards, when ``security.trusted_proxies`` lists any), ``SecurityHeaders`` (every
+answer, refusals included), ``HostGuard`` (the ``Host`` names this box: no DNS rebinding),
+``OriginGuard`` (no cross-origin writes, no CORS unless allowed),
+``BodyGuard`` (bounded bodies, uploads authenticated before they are read), ``GradioGuard``
+(each Gradio page's uploads, files and event calls, for its role), then the sign-in redirect.
 
 Every Gradio page is mounted with run history off: Gradio would otherwise keep each call's
 inputs (a new password, a freshly made API key) in the browser's ``localStorage``.
@@ -22,14 +24,17 @@ from starlette.routing import Mount
 
 from appliance.api.chat import build_api
 from appliance.api.validation_errors import install_validation_errors
+from appliance.core.auth.client_address import TrustedProxies
 from appliance.core.services.conversations import ConversationService
 from appliance.wiring.admin import mount_admin
 from appliance.wiring.appliance import Appliance
 from appliance.wiring.body_guard import BodyGuard, UploadRoute
 from appliance.wiring.gradio_guard import GradioGuard, GradioPage
 from appliance.wiring.headers import SecurityHeaders
+from appliance.wiring.host_guard import HostGuard
 from appliance.wiring.metrics import mount_metrics
 from appliance.wiring.origin import OriginGuard
+from appliance.wiring.proxy_headers import ProxyHeaders
 from ui.chat_page import CSS, JS, build_chat_page, theme
 from ui.login.routes import SESSION_COOKIE, gradio_user, install_login
 
@@ -98,4 +103,8 @@ def _guard(app: FastAPI, appliance: Appliance, pages: tuple[GradioPage, ...]) ->
         body_limit=config.security.max_body_kb * 1024,
     )
     app.add_middleware(OriginGuard, allowed_origins=config.security.allowed_origins)
+    app.add_middleware(HostGuard, allowed_hosts=config.security.allowed_hosts)
     app.add_middleware(SecurityHeaders)
+    trusted = TrustedProxies.parse(config.security.trusted_proxies)
+    if trusted:  # outermost: every guard and route sees the client a trusted proxy names
+        app.add_middleware(ProxyHeaders, trusted=trusted)

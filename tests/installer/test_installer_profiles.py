@@ -184,7 +184,7 @@ def test_cpu_and_multi_node_units_and_configs(tmp_path: Path) -> None:
     assert all("Restart=on-failure" in u for u in cpu.values())
     verify_units(layout, cpu)
 
-    text = render_config("cpu", layout, opts, "/m/llm", "")
+    text = render_config("cpu", layout, opts, "/m/llm", "", host_names=("box7", "box7.corp"))
     assert "secret_key" not in text  # nothing reads it (a legacy one is ignored, see config)
     path = tmp_path / "cpu.toml"
     path.write_text(text)
@@ -193,6 +193,7 @@ def test_cpu_and_multi_node_units_and_configs(tmp_path: Path) -> None:
     assert config.engine.sglang_url == "http://127.0.0.1:31000"
     assert config.security.environment == "production" and config.paths.data_dir == layout.data_dir
     assert not config.bootstrap.ingest_sample_corpus
+    assert config.security.allowed_hosts == ("box7", "box7.corp")  # staff reach it by name
 
     workers = ("http://10.0.0.11:30000", "http://10.0.0.12:30000")
     multi_opts = Options(prefix=layout.prefix, workers=workers, database_url="postgresql://a@db/x")

@@ -38,7 +38,6 @@ def _served(
     data_dir: Path, model_dir, engine, embedder, config_for, sections: dict
 ) -> Iterator[Site]:  # noqa: ANN001
     from appliance.wiring.appliance import build_appliance
-    from appliance.wiring.proxy_headers import behind_proxies
     from appliance.wiring.web import build_web_app
 
     if sections:
@@ -56,7 +55,7 @@ def _served(
     appliance.ingest.ingest_folder(docs)
     app = build_web_app(appliance)
     try:
-        with serving(behind_proxies(app, appliance.config.security)) as base:  # as served
+        with serving(app) as base:
             yield Site(base, appliance, app)
     finally:
         app.state.admin_console.sampler.stop()

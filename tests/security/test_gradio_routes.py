@@ -145,3 +145,17 @@ def test_uploads_never_ingested_are_swept(site) -> None:  # noqa: ANN001
         stored = Path(_upload(admin, "/admin/gradio_api/upload", "left.md").json()[0])
     delete_files_created_by_app(blocks, 0)  # what the sweep does once the age has passed
     assert not stored.exists()
+
+
+def test_a_host_that_names_another_site_is_refused(site) -> None:  # noqa: ANN001
+    """Issue #30, item 9: a DNS-rebinding page reaches the box as ``rebind.attacker.example``;
+    the box answers only to its addresses, ``localhost`` and ``security.allowed_hosts``."""
+    with httpx.Client(base_url=site.base, timeout=30) as http:
+        for path in ("/login", "/api/login", "/gradio_api/info"):
+            r = http.get(path, headers={"host": "rebind.attacker.example"})
+            assert r.status_code == 400 and "allowed_hosts" in r.text, path
+        form = {"username": "alice", "password": PASSWORD}
+        r = http.post("/login", data=form, headers={"host": "rebind.attacker.example"})
+        assert r.status_code == 400 and "appliance_session" not in r.headers.get("set-cookie", "")
+        port = site.base.rsplit(":", 1)[1]
+        assert http.get("/login", headers={"host": f"localhost:{port}"}).status_code == 200

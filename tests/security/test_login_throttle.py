@@ -5,15 +5,24 @@ far more password checks than the limit (and the right password got in while its
 were refused).
 
 Each test uses fresh accounts and a loopback source address of its own (127.0.0.x: all of
-127/8 reaches the site at 127.0.0.1), so the shared site's other users are not held back."""
+127/8 reaches the site at 127.0.0.1), so the shared site's other users are not held back.
+
+Then the client address (a later issue): ``X-Forwarded-For`` was believed from 127.0.0.1, so
+every guess could name a fresh client, or a victim's; behind a proxy that forwards nothing,
+everyone was one address that 51 failures locked; and a success re-armed the back-off. Those
+tests run a site of their own on each database."""
 
 from __future__ import annotations
 
 import secrets
 import threading
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import select
 
 from appliance.core.db.models import AuditEvent, LoginCounter
@@ -135,3 +144,145 @@ def test_the_web_form_refuses_with_retry_after(site) -> None:  # noqa: ANN001
     assert refused.status_code == 429
     seconds = int(refused.headers["retry-after"])
     assert 1 <= seconds <= 30 and f"Try again in {seconds} seconds" in refused.text
+
+
+# ---- the client address (issue: the throttle's address was forgeable, or shared) ---------
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def served(request: pytest.FixtureRequest, own_site) -> Callable[..., Any]:  # noqa: ANN001
+    """``with served(security={...}) as s``: a site of its own, on each database."""
+    if request.param == "sqlite":
+        return own_site
+    pg_url = request.getfixturevalue("pg_url")
+    return lambda **sections: own_site(database={"url": pg_url}, **sections)
+
+
+def _clients(site, username: str) -> list[str]:  # noqa: ANN001
+    """The client address of each audited login of ``username``, oldest first."""
+    with site.appliance.db.session() as s:
+        query = select(AuditEvent.detail).where(AuditEvent.actor == username)
+        return [d["client"] for d in s.scalars(query.order_by(AuditEvent.id))]
+
+
+def test_a_forged_forwarded_for_is_not_believed_by_default(served) -> None:  # noqa: ANN001
+    """40 wrong guesses, each naming a fresh client in ``X-Forwarded-For``: with no trusted
+    proxy configured (the default) they are one client, so only login_max_failures are
+    checked (before: uvicorn believed the header from 127.0.0.1, and all 40 were checked)."""
+    with served(security={}) as site:
+        victim = _user(site)
+        wrong = {"username": victim, "password": "not-the-password"}
+        with _client(site, "127.0.0.1") as client:
+            codes = [
+                client.post(
+                    "/api/login", json=wrong, headers={"x-forwarded-for": f"10.66.{i}.{i + 1}"}
+                ).status_code
+                for i in range(40)
+            ]
+        assert codes == [401] * MAX_FAILURES + [429] * (40 - MAX_FAILURES)
+        assert set(_clients(site, victim)) == {"127.0.0.1"}
+
+
+def test_a_trusted_proxy_names_the_client_and_forged_hops_are_not_believed(served) -> None:  # noqa: ANN001
+    """Behind a configured proxy (127.0.0.1, and a proxy network 10.9.0.0/16 in front of it),
+    the client is the right-most forwarded address that is not a proxy: whatever the client
+    forges left of it, its failures count against it alone; the right password from another
+    client behind the same proxy gets in; a peer that is no proxy is believed nothing, and a
+    malformed header names no one."""
+    proxies = {"trusted_proxies": ["127.0.0.1", "10.9.0.0/16"]}
+    with served(security=proxies) as site:
+        victim = _user(site)
+        wrong = {"username": victim, "password": "not-the-password"}
+        with _client(site, "127.0.0.1") as proxy:
+            codes = [
+                proxy.post(
+                    "/api/login",
+                    json=wrong,
+                    headers={"x-forwarded-for": f"10.66.0.{i}, 192.0.2.7, 10.9.4.4"},
+                ).status_code
+                for i in range(8)
+            ]
+            assert codes == [401] * MAX_FAILURES + [429] * 3
+            right = {"username": victim, "password": PASSWORD}
+            ok = proxy.post("/api/login", json=right, headers={"x-forwarded-for": "192.0.2.8"})
+            assert ok.status_code == 200
+            junk = proxy.post("/api/login", json=wrong, headers={"x-forwarded-for": "junk"})
+            assert junk.status_code == 401
+        with _client(site, "127.0.0.2") as stranger:
+            forged = stranger.post("/api/login", json=wrong, headers={"x-forwarded-for": "1.2.3.4"})
+            assert forged.status_code == 401
+        assert _clients(site, victim) == ["192.0.2.7"] * 8 + ["192.0.2.8", "127.0.0.1"] + [
+            "127.0.0.2"
+        ]
+
+
+def test_the_scheme_follows_trusted_proxies_only(served) -> None:  # noqa: ANN001
+    """``X-Forwarded-Proto: https`` from a trusted proxy makes the session cookie Secure;
+    from anyone else it is ignored (before: uvicorn believed it from 127.0.0.1 only, whatever
+    the site's proxies; there was no setting)."""
+    with served(security={"trusted_proxies": ["127.0.0.1"]}) as site:
+        form = {"username": "alice", "password": PASSWORD}
+        https = {"x-forwarded-proto": "https"}
+        with _client(site, "127.0.0.1") as proxy:
+            secure = proxy.post("/login", data=form, headers=https)
+        with _client(site, "127.0.0.3") as stranger:
+            plain = stranger.post("/login", data=form, headers=https)
+        assert secure.status_code == plain.status_code == 303
+        assert "secure" in secure.headers["set-cookie"].lower()
+        assert "secure" not in plain.headers["set-cookie"].lower()
+
+
+def test_a_shared_address_does_not_lock_out_a_user_who_signed_in_from_it(served) -> None:  # noqa: ANN001
+    """Everyone behind one proxy is one address: 51 wrong logins for 51 usernames from it
+    back the address off for new usernames, but a user who signed in from it before still
+    gets in with the right password (before: 429 for everyone there)."""
+    with served(security={}) as site:
+        regular = _user(site)
+        right = {"username": regular, "password": PASSWORD}
+        with _client(site, "127.0.0.41") as shared:
+            assert shared.post("/api/login", json=right).status_code == 200
+            codes = [
+                shared.post(
+                    "/api/login", json={"username": f"spray-{i}", "password": "Winter2030!"}
+                ).status_code
+                for i in range(51)
+            ]
+            assert codes == [401] * 50 + [429]
+            spray = {"username": "spray-51", "password": "Winter2030!"}
+            assert shared.post("/api/login", json=spray).status_code == 429
+            assert shared.post("/api/login", json=right).status_code == 200
+
+
+class _Clock:
+    """A clock the test moves (the site's throttle reads it)."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def test_a_success_after_the_window_does_not_re_arm_the_back_off(served) -> None:  # noqa: ANN001
+    """The address reaches its limit; a window (300 s) after the last failure the right
+    password gets in, and the next attempt from there is checked, not backed off (before:
+    the success counted as a check, so the address backed off for 30 s after every
+    success and its failures were never forgotten while people kept signing in)."""
+    with served(security={"login_address_max_failures": 3}) as site:
+        clock = _Clock()
+        site.auth.throttle.clock = clock
+        newcomer = _user(site)
+        with _client(site, "127.0.0.42") as client:
+
+            def attempt(username: str, password: str = "not-the-password") -> int:
+                body = {"username": username, "password": password}
+                return client.post("/api/login", json=body).status_code
+
+            assert [attempt(f"guess-{i}") for i in range(4)] == [401] * 3 + [429]
+            clock.advance(301)
+            assert attempt(newcomer, PASSWORD) == 200
+            clock.advance(1)
+            assert attempt("guess-4") == 401

@@ -25,12 +25,18 @@ def free_port() -> int:
 
 @contextmanager
 def serving(app) -> Iterator[str]:  # noqa: ANN001
-    """Run ``app`` with uvicorn in a thread; stop it cleanly afterwards."""
+    """Run ``app`` with uvicorn in a thread; stop it cleanly afterwards. As ``appliance serve``
+    does, uvicorn reads no proxy headers (``appliance.wiring.proxy_headers`` decides)."""
     import uvicorn
 
     port = free_port()
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=5
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=5,
+        proxy_headers=False,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)

@@ -10,6 +10,7 @@ from typing import Any
 import gradio as gr
 
 from appliance.core.auth.api_keys import ApiKeyError, ApiKeyInfo
+from appliance.core.auth.client_address import client_address
 from appliance.core.auth.service import AuthError, AuthService, PasswordThrottled, WrongPassword
 from appliance.core.auth.throttle import whole_seconds
 from ui.i18n import t
@@ -126,7 +127,7 @@ class PasswordForm:
         if new == current:
             return t(lang, "password.same")
         token = request.cookies.get(SESSION_COOKIE) or ""
-        client = request.client.host if request.client else ""
+        client = client_address(request)
         try:
             change = self.auth.change_password(token, current, new, client)
         except PasswordThrottled as exc:

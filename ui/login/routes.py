@@ -19,6 +19,7 @@ from fastapi import APIRouter, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from appliance.core.auth.client_address import client_address
 from appliance.core.auth.principal import Principal
 from appliance.core.auth.service import AuthService
 from appliance.core.auth.throttle import whole_seconds
@@ -45,11 +46,6 @@ def request_language(request: Request) -> str:
         request.query_params.get("lang") or request.cookies.get(LANG_COOKIE),
         request.headers.get("accept-language"),
     )
-
-
-def client_address(request: Request) -> str:
-    """The address the request came from (the throttle's key; "" when the server has none)."""
-    return request.client.host if request.client else ""
 
 
 def _safe_next(path: str | None) -> str:

@@ -1,7 +1,17 @@
 """Per-user API keys for the OpenAI-compatible API (``Authorization: Bearer sk-...``).
 
 A key is shown once, when it is created; only its SHA-256 and a short prefix (to tell keys
-apart in a list) are stored. A revoked key stops working at once.
+apart in a list) are stored. A revoked key stops working at once, and disabling a user revokes
+their live keys (``AdminUsers.set_disabled``), so re-enabling the user brings none back.
+
+Invalid keys (``authenticate``: a bearer token that is no live key of an enabled user) are
+counted per client address (``LoginThrottle.claim_key``) and audited as
+``login.api_key.failed``. A key is 256 random bits, so online guessing is hopeless whatever
+the rate; the count is there to bound the audit rows and to tell a client that keeps sending
+a dead key to stop: after ``login_max_failures`` invalid keys from one address, further
+invalid keys from it are answered with the seconds to wait (429 and ``Retry-After``) and not
+audited, until the back-off ends. A valid key is always looked up first and accepted, so a
+shared address (everyone behind one proxy) never locks out the holders of valid keys.
 """
 
 from __future__ import annotations
@@ -15,8 +25,10 @@ from datetime import UTC, datetime
 from sqlalchemy import select, update
 
 from appliance.core.auth.principal import Principal
+from appliance.core.auth.throttle import LoginThrottle
 from appliance.core.db.models import ApiKey, AuditEvent, User
 from appliance.core.db.session import Database
+from appliance.core.text import escaped_controls
 
 KEY_PREFIX = "sk-"
 
@@ -50,12 +62,28 @@ def _info(row: ApiKey) -> ApiKeyInfo:
     )
 
 
-class ApiKeyStore:
-    """Create, list, revoke and resolve API keys; every change is audited."""
+@dataclass(frozen=True)
+class KeyCheck:
+    """The answer to ``ApiKeyStore.authenticate``: the key's owner, or None; with
+    ``retry_after`` > 0 when its address sent too many invalid keys lately."""
 
-    def __init__(self, db: Database, principal_by_id: Callable[[int], Principal | None]) -> None:
+    principal: Principal | None
+    retry_after: float = 0.0
+
+
+class ApiKeyStore:
+    """Create, list, revoke and resolve API keys; every change is audited. With ``throttle``,
+    ``authenticate`` counts invalid keys per client address."""
+
+    def __init__(
+        self,
+        db: Database,
+        principal_by_id: Callable[[int], Principal | None],
+        throttle: LoginThrottle | None = None,
+    ) -> None:
         self.db = db
         self._principal_by_id = principal_by_id
+        self.throttle = throttle or LoginThrottle(db)
 
     def create(self, principal: Principal, name: str) -> tuple[str, ApiKeyInfo]:
         """A new key for ``principal``: (the key, shown only now; its stored description)."""
@@ -110,3 +138,20 @@ class ApiKeyStore:
             if s.get(User, user_id) is None:
                 return None
         return self._principal_by_id(user_id)
+
+    def authenticate(self, key: str, client: str = "") -> KeyCheck:
+        """The owner of a live key from ``client``; else the key is counted as invalid from
+        that address and audited, or, when that address backs off, refused unaudited with
+        the seconds to wait (see the module docstring)."""
+        principal = self.resolve(key)
+        if principal is not None:
+            return KeyCheck(principal)
+        claim = self.throttle.claim_key(client)
+        if not claim.allowed:
+            return KeyCheck(None, claim.retry_after)
+        # the prefix as keys are listed (not of a session token sent here by mistake)
+        prefix = escaped_controls(key[:10]) if key.startswith(KEY_PREFIX) else ""
+        detail = {"client": client, "prefix": prefix}
+        with self.db.session() as s:
+            s.add(AuditEvent(actor="(api key)", action="login.api_key.failed", detail=detail))
+        return KeyCheck(None)

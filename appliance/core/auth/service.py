@@ -1,6 +1,7 @@
 """Accounts and login sessions: Argon2-hashed passwords, hashed bearer tokens with expiry,
 password changes, login throttling (``throttle``: per username and client address, counted in
-the database) and per-user API keys (``api_keys``)."""
+the database) and per-user API keys (``api_keys``: invalid ones counted per client address by
+the same throttle). The client address is the caller's (``client_address``)."""
 
 from __future__ import annotations
 
@@ -123,7 +124,7 @@ class AuthService:
         self.db = db
         self.ttl = timedelta(hours=session_ttl_hours)
         self.throttle = LoginThrottle(db, throttle)
-        self.api_keys = ApiKeyStore(db, self.principal_by_id)
+        self.api_keys = ApiKeyStore(db, self.principal_by_id, self.throttle)
         # checked when there is no enabled user of that name, so that a wrong username takes
         # as long as a wrong password (the timing does not tell which usernames exist)
         self._dummy_hash = hash_password(secrets.token_urlsafe(16))

@@ -18,7 +18,8 @@ def web(tmp_path_factory, model_dir, engine, embedder, config_for):  # noqa: ANN
         tmp_path_factory.mktemp("admin-api"), model_dir, engine, embedder, config_for
     )
     app = build_web_app(appliance)
-    with TestClient(app) as client:
+    # the Host names this box (``HostGuard``): TestClient's own "testserver" would not
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         yield appliance, client
     app.state.admin_console.sampler.stop()
     appliance.db.dispose()

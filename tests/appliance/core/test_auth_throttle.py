@@ -1,12 +1,15 @@
 """The login throttle on both databases: per (username, address) and per address back-offs
-that double up to a cap, a quiet window that forgets, a success that clears, stale counters
-purged, and claims counted atomically by concurrent workers (each with its own engine)."""
+that double up to a cap, a quiet window that forgets, a success that clears without re-arming,
+an address that holds back only pairs it does not know, invalid API keys counted per address,
+stale counters purged, and claims counted atomically by concurrent workers (each with its own
+engine)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select
@@ -127,3 +130,85 @@ def test_concurrent_claims_from_many_workers_are_counted_exactly(db_url: str, db
     finally:
         for w in workers:
             w.dispose()
+
+
+class Clock:
+    """A clock the test moves (the throttle's ``clock``)."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def test_a_success_does_not_re_arm_the_address_back_off(db: Database) -> None:
+    """The address reaches its limit; more than a window after the last failure (but inside
+    the window counted from the end of the back-off) the right password gets in, and the next
+    check is not held back (before: the success counted as a check at that moment, so the
+    address backed off again for backoff_s after every success, and its window never ran out
+    while people kept signing in)."""
+    clock = Clock()
+    policy = ThrottlePolicy(max_failures=10, address_max_failures=3, backoff_s=30, window_s=300)
+    throttle = LoginThrottle(db, policy, clock=clock)
+    assert all(throttle.claim(f"guess{i}", "10.0.0.7").allowed for i in range(3))
+    assert not throttle.claim("guess3", "10.0.0.7").allowed
+    clock.advance(301)
+    right = throttle.claim("kim", "10.0.0.7")
+    assert right.allowed
+    throttle.succeeded(right)
+    clock.advance(1)
+    assert throttle.claim("guess4", "10.0.0.7").allowed
+    # successes every 20 s move nothing: the address's latest counted failure stays guess4's,
+    # so its back-off and window run from then, however often someone signs in
+    for _ in range(3):
+        clock.advance(20)
+        right = throttle.claim("kim", "10.0.0.7")
+        assert right.allowed
+        throttle.succeeded(right)
+    with db.session() as s:
+        row = s.get(LoginCounter, ("address", "10.0.0.7", ""))
+        assert row.failures == 4 and row.last_at.replace(tzinfo=UTC) == clock.now - timedelta(
+            seconds=60
+        )
+
+
+def test_a_shared_address_holds_back_unknown_pairs_only(db: Database) -> None:
+    """Everyone behind one proxy shares an address: spraying from it backs the address off
+    for new (username, address) pairs, but a user who signed in from it before still gets
+    checked, and in (before: the right password was refused like the sprayer's)."""
+    clock = Clock()
+    policy = ThrottlePolicy(max_failures=5, address_max_failures=4, backoff_s=30)
+    throttle = LoginThrottle(db, policy, clock=clock)
+    throttle.succeeded(throttle.claim("alice", "10.0.0.8"))  # alice signed in yesterday
+    clock.advance(86400)
+    assert all(throttle.claim(f"spray{i}", "10.0.0.8").allowed for i in range(4))
+    assert not throttle.claim("spray4", "10.0.0.8").allowed
+    assert not throttle.claim("newcomer", "10.0.0.8").allowed  # unknown here: held back
+    alice = throttle.claim("alice", "10.0.0.8")
+    assert alice.allowed
+    throttle.succeeded(alice)
+    # alice's own pair still backs off after her own limit of wrong passwords
+    assert all(throttle.claim("alice", "10.0.0.8").allowed for _ in range(5))
+    assert not throttle.claim("alice", "10.0.0.8").allowed
+    # a known pair is forgotten after known_s
+    clock.advance(policy.known_s + 1)
+    assert throttle.purge() >= 1
+    with db.session() as s:
+        assert s.get(LoginCounter, ("known", "10.0.0.8", "alice")) is None
+
+
+def test_invalid_api_keys_back_off_per_address(db: Database) -> None:
+    clock = Clock()
+    throttle = LoginThrottle(db, ThrottlePolicy(max_failures=3, backoff_s=30), clock=clock)
+    assert [throttle.claim_key("10.0.0.9").allowed for _ in range(4)] == [True] * 3 + [False]
+    refused = throttle.claim_key("10.0.0.9")
+    assert not refused.allowed and refused.retry_after == 30
+    assert throttle.claim_key("10.0.0.10").allowed  # another address is not held back
+    assert throttle.claim("kim", "10.0.0.9").allowed  # nor are passwords from that one
+    clock.advance(30)
+    assert throttle.claim_key("10.0.0.9").allowed
+    assert throttle.claim_key("10.0.0.9").retry_after == 60

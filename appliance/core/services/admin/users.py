@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 
 from appliance.core.auth.principal import ROLES
 from appliance.core.auth.service import AuthError, AuthService, generate_password
@@ -90,7 +90,8 @@ class AdminUsers:
         )
 
     def set_disabled(self, actor: str, username: str, disabled: bool) -> None:
-        """Disable (their sessions end at once) or re-enable an account."""
+        """Disable (their sessions end at once, and their API keys are revoked: enabling the
+        account again brings none back) or re-enable an account."""
         with self.db.session() as s:
             user = self._user(s, username)
             if disabled and user.username == actor:
@@ -98,10 +99,17 @@ class AdminUsers:
             if disabled and user.role == "admin" and not self._other_admins(s, user):
                 raise AdminError("the last enabled admin cannot be disabled")
             user.disabled = disabled
+            detail: dict[str, object] = {"username": username}
             if disabled:
                 s.execute(delete(AuthSession).where(AuthSession.user_id == user.id))
+                revoked = s.execute(
+                    update(ApiKey)
+                    .where(ApiKey.user_id == user.id, ApiKey.revoked_at.is_(None))
+                    .values(revoked_at=datetime.now(UTC))
+                )
+                detail["api_keys_revoked"] = revoked.rowcount
             action = "admin.user.disable" if disabled else "admin.user.enable"
-            self._audit(s, actor, action, {"username": username})
+            self._audit(s, actor, action, detail)
 
     def set_role(self, actor: str, username: str, role: str) -> None:
         if role not in ROLES:
