@@ -17,7 +17,7 @@ import getpass
 import time
 from collections.abc import Callable
 
-from appliance.bench.probes import auth, inputs, web
+from appliance.bench.probes import auth, gradio, inputs, web
 from appliance.bench.probes.target import Outcome, Target
 from appliance.bench.table import render, yes
 from appliance.core.config import AppConfig
@@ -52,6 +52,33 @@ CATALOG: tuple[tuple[str, str, str, Probe], ...] = (
     ("9", "question of NUL and zero-width characters", "400", inputs.invisible_question),
     ("9", "/v1 validation error", "400, OpenAI shape", inputs.v1_error_shape),
     ("9", "GET /metrics without a login", "401", web.metrics_public),
+    # issue #30 (security round 3): "30.<item>"
+    ("30.1", "run history of the chat page and the console", "off on both", gradio.run_history),
+    (
+        "30.2",
+        f"one user sends {gradio.FLOOD} questions at once",
+        "<= 4 taken, rest busy",
+        gradio.flood,
+    ),
+    (
+        "30.3",
+        "40 guesses, forged X-Forwarded-For each",
+        "<= 5 checked",
+        auth.forged_forwarded_for,
+    ),
+    ("30.3", "51 users fail from one address, then a known one", "200", auth.shared_address),
+    ("30.4", "a staff cookie uploads to the chat page", "refused", gradio.chat_upload),
+    ("30.5", "staff fetch a file uploaded in the console", "refused", gradio.console_file),
+    ("30.5", "file= and proxy= with a remote URL", "refused", gradio.remote_file),
+    ("30.8", "queue/join with event 9999 and -1", "4xx", gradio.bad_event_index),
+    (
+        "30.9",
+        "20 made-up API keys, then a valid one",
+        "<= 5 401 + audited, 200",
+        auth.wrong_api_keys,
+    ),
+    ("30.9", "user disabled and enabled, then the old key", "401", auth.reenabled_user_key),
+    ("30.9", "Host: rebind.attacker.example", "400", gradio.foreign_host),
 )
 
 
