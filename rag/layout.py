@@ -25,7 +25,7 @@ it as shared.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from rag.ordering.base import riders_in
@@ -86,19 +86,27 @@ class Conversation:
 
     @classmethod
     def resume(
-        cls, system: str, turns: Sequence[tuple[SentTurn, str]], keep: int | None = None
+        cls,
+        system: str,
+        turns: Sequence[tuple[SentTurn, str]],
+        keep: int | None = None,
+        left_out: Collection[int] = (),
     ) -> Conversation:
         """The conversation after ``turns`` (each as it was sent, with its answer), oldest
         first, under ``system``. With ``keep``, only the last ``keep`` turns stay in the prompt
-        (0: none): the older ones keep their chunks' numbers, which are never given again, but
-        what only they rendered is no longer in the prompt (a turn that retrieves it renders
-        it again, under its number)."""
+        (0: none); the turns at the indexes ``left_out`` stay out wherever they are (say, the
+        turns whose documents their reader may no longer read). A turn out of the prompt keeps
+        its chunks' numbers, which are never given again, but nothing of it is sent: not its
+        documents, question or answer (a later turn that retrieves one of its chunks renders it
+        again, under its number). The turns kept are laid out after one another as ``rebuild``
+        lays them: an appended turn then follows the turns kept before it."""
         conv = cls.start(system)
         kept = len(turns) if keep is None else max(0, min(keep, len(turns)))
-        for turn, _answer in turns[: len(turns) - kept]:
-            conv.numbers.update(turn.chunks)
-        for turn, answer in turns[len(turns) - kept :]:
-            conv.record(rebuild(conv, turn), answer)
+        for at, (turn, answer) in enumerate(turns):
+            if at < len(turns) - kept or at in left_out:
+                conv.numbers.update(turn.chunks)
+            else:
+                conv.record(rebuild(conv, turn), answer)
         return conv
 
 

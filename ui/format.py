@@ -73,13 +73,16 @@ def citations_html(
     """One collapsible entry per numbered source: the title, section and page (and, where one
     place is cited more than once, each chunk's opening words), and, opened, the chunk's text
     highlighted (the exact text the model was given), with the evidence card's sentences
-    marked in it (``ui.grounded.highlight_chunk``)."""
+    marked in it (``ui.grounded.highlight_chunk``); a source the reader may no longer read
+    (``withheld``) says so instead of its text."""
 
     items = []
     cited = sorted(citations, key=lambda c: c["number"])
     starts = _distinguished(cited, lang)
     for c in cited:
         text = highlight_chunk(c["text"], c["number"], evidence)
+        if c.get("withheld"):  # its collection is no longer the reader's: no text is shown
+            text = html.escape(t(lang, "sources.withheld"))
         start = (
             f" <span class='opening'>· {html.escape(starts[c['number']])}</span>"
             if c["number"] in starts

@@ -17,17 +17,18 @@ from typing import Any
 from ui.evidence_marks import Card, anchored
 from ui.format import link_citations
 from ui.i18n import t
+from ui.markdown_text import literal
 
 
 def card_markdown(card: Card, lang: str) -> str:
     """The card as Markdown: a heading and each sentence quoted verbatim, its ``[n]`` a link
-    that opens the source on that sentence."""
+    that opens the source on that sentence. A sentence is the documents' text, shown as text
+    (``literal``): a link, image, tag or emphasis in a document is never markup in the card."""
     if not card:
         return ""
     lines = [f"> **{t(lang, 'card.title')}**"]
     for s, anchor in anchored(card):
-        text = " ".join(str(s["text"]).split())
-        lines.append(f"> “{text}” [\\[{s['number']}\\]](#{anchor})")
+        lines.append(f"> “{literal(str(s['text']))}” [\\[{int(s['number'])}\\]](#{anchor})")
     return "\n>\n".join(lines)
 
 

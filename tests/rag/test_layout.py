@@ -184,3 +184,25 @@ def test_resume_keeps_the_last_turns_in_the_prompt_and_every_number() -> None:
     assert [(n, c.chunk_id) for n, c in again.new_chunks] == [(1, 10), (5, 14)]
     assert Conversation.resume(SYSTEM, sent, keep=0).sent == ()
     assert Conversation.resume(SYSTEM, sent, keep=0).next_number == 5
+
+
+def test_resume_leaves_out_the_turns_it_is_told_to_and_keeps_their_numbers() -> None:
+    """A turn left out (its documents no longer the reader's) sends nothing, wherever it is:
+    not its documents, question or answer; the turns after it are laid after the turns kept,
+    and its chunks keep their numbers (one retrieved again is rendered again, as [2])."""
+    conv = Conversation.start(SYSTEM)
+    sent: list[tuple[SentTurn, str]] = []
+    for i, retrieved in enumerate(([chunk(10)], [chunk(11)], [chunk(12)])):
+        layout = (append_layout if i != 2 else relay_layout)(conv, f"Q{i}?", retrieved, as_given)
+        conv.record(layout, f"A{i} secret" if i == 1 else f"A{i}")
+        sent.append((layout.sent, f"A{i} secret" if i == 1 else f"A{i}"))
+    assert "Doc 11" in "\n".join(m[1] for m in Conversation.resume(SYSTEM, sent[:2]).sent)
+    out = Conversation.resume(SYSTEM, sent, left_out={1})
+    text = "\n".join(m[1] for m in out.sent)
+    assert "Doc 11" not in text and "Q1?" not in text and "secret" not in text
+    assert out.numbers == conv.numbers == {10: 1, 11: 2, 12: 3}
+    assert [t.answer for t in out.turns] == ["A0", "A2"]
+    again = append_layout(out, "Q3?", [chunk(11)], as_given)
+    assert [(n, c.chunk_id) for n, c in again.new_chunks] == [(2, 11)]
+    # left out and kept together: the oldest turn out by ``keep``, the middle one by name
+    assert [t.answer for t in Conversation.resume(SYSTEM, sent, 2, {1}).turns] == ["A2"]

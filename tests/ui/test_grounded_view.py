@@ -4,6 +4,8 @@ the panel's "verified" line."""
 
 from __future__ import annotations
 
+import re
+
 from ui.format import citations_html, panel_html
 from ui.grounded import answer_bubble, flagged_answer, verified_line
 
@@ -81,3 +83,43 @@ def test_the_panel_says_how_many_sentences_were_verified() -> None:
     assert "verified: 1 of 2 sentences" in panel_html(stats, [2], "en", line)
     assert verified_line({"supported": 0, "total": 0}, "en") is None
     assert "2문장 중 1문장" in verified_line(VERIFICATION, "ko")
+
+
+PLANTED = (
+    "See [click](http://evil.example) and ![x](http://evil/x.png) "
+    "<img src=x onerror=alert(1)> **bold** <https://evil.example> https://evil.example "
+    "www.evil.example mail@evil.example [ref][1] &amp; `code` ~~gone~~ # head $$x^2$$ \\*"
+)
+
+
+def test_a_documents_markup_in_the_card_is_shown_as_text() -> None:
+    """A planted link, image, tag, emphasis or autolink in a document's sentence is text in the
+    card (issue: the card rendered the document's Markdown); the card's own [n] still links."""
+    from html.parser import HTMLParser
+
+    import markdown_it
+
+    card = [{"number": 3, "chunk_id": 1, "start": 0, "end": len(PLANTED), "text": PLANTED}]
+    source = answer_bubble("", [3], "en", card, None, "extractive")
+    # GitHub's autolinks (marked's GFM) need an unescaped scheme, ``www.`` or ``@``; Gradio's
+    # LaTeX an unescaped ``$$``
+    assert not re.search(r"(?<!\\)(:|www\.|@|\$)", source.partition("\n>\n")[2])
+    rendered = markdown_it.MarkdownIt("commonmark").render(source + "\n\n[1]: http://evil.example")
+
+    class Tags(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: list[tuple[str, dict]] = []
+            self.text = ""
+
+        def handle_starttag(self, tag: str, attrs: list) -> None:
+            self.tags.append((tag, dict(attrs)))
+
+        def handle_data(self, data: str) -> None:
+            self.text += data
+
+    page = Tags()
+    page.feed(rendered)
+    assert [t for t, _a in page.tags] == ["blockquote", "p", "strong", "p", "a"]
+    assert page.tags[-1][1] == {"href": "#evidence-3-0"}
+    assert f"“{PLANTED}” [3]" in page.text  # the text, every character of it

@@ -17,7 +17,7 @@ import getpass
 import time
 from collections.abc import Callable
 
-from appliance.bench.probes import auth, gradio, inputs, web
+from appliance.bench.probes import auth, content, gradio, inputs, web
 from appliance.bench.probes.target import Outcome, Target
 from appliance.bench.table import render, yes
 from appliance.core.config import AppConfig
@@ -70,6 +70,8 @@ CATALOG: tuple[tuple[str, str, str, Probe], ...] = (
     ("30.4", "a staff cookie uploads to the chat page", "refused", gradio.chat_upload),
     ("30.5", "staff fetch a file uploaded in the console", "refused", gradio.console_file),
     ("30.5", "file= and proxy= with a remote URL", "refused", gradio.remote_file),
+    ("30.6", "link, image, HTML planted in a document", "card: no markup", content.card_markup),
+    ("30.7", "collection revoked, then follow-up", "none of its text", content.revoked_collection),
     ("30.8", "queue/join with event 9999 and -1", "4xx", gradio.bad_event_index),
     (
         "30.9",

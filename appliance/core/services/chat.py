@@ -38,6 +38,7 @@ from appliance.core.services.grounding import CardSentence, TurnGrounding
 from appliance.core.services.knowledge import KnowledgeBase
 from appliance.core.services.relay import Generation, Relayed, relay, start
 from appliance.core.services.settings import SettingsService
+from appliance.core.services.turn_access import withheld
 from appliance.core.services.turn_history import StoredTurn, stored_turns
 from appliance.core.services.turn_prompt import PreparedTurn, TurnPrompts
 from appliance.core.services.turn_store import owned_conversation, store_check, store_turn
@@ -160,7 +161,10 @@ class ChatService:
         return TurnGrounding(
             chosen.answer_mode,
             card,
-            grounding.sources_by_number(prepared.citations, [t.citations for t in stored]),
+            grounding.sources_by_number(
+                prepared.citations,
+                [t.citations for at, t in enumerate(stored) if at not in prepared.withheld],
+            ),
             tuple(c.text for c in prepared.sources),
             (time.perf_counter() - started) * 1000,
         )
@@ -297,9 +301,9 @@ class ChatService:
         ``appliance.core.services.continuation``): the stream is that of a turn (the stored
         citations with ``retrieval_ms`` 0, the new text as deltas, then ``DoneEvent`` with the
         whole answer and this request's own stats), and the stored answer grows in place
-        (``extend_answer`` says how its measures add up). A refusal (no cut answer, busy, too
-        long, down) is a ``ChatError`` raised here; a stop or an engine failure stores nothing,
-        so the answer stays as it was."""
+        (``extend_answer`` says how its measures add up). A refusal (no cut answer, one whose
+        documents the user may no longer read, busy, too long, down) is a ``ChatError`` raised
+        here; a stop or an engine failure stores nothing, so the answer stays as it was."""
         try:
             with self.db.session() as s:
                 conv = owned_conversation(s, principal, conversation_id)
@@ -313,6 +317,7 @@ class ChatService:
                 chosen.system_prompt,
                 self.cfg.history_turns,
                 chosen.max_new_tokens,
+                withheld(stored, self.knowledge.readable(principal.allowed_collections)),
             )
             sampling = chosen.sampling(self.cfg.top_p)  # the same sampling as a turn's
             # what the answer already says counts as said: the continuation must not repeat it

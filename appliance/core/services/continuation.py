@@ -65,17 +65,27 @@ def continuation(
     system_prompt: str,
     history_turns: int,
     max_new_tokens: int,
+    withheld: frozenset[int] = frozenset(),
 ) -> ContinuedTurn:
     """The prompt that continues the last answer of ``stored`` (the conversation, ending with
     the cut turn): that turn rebuilt as it was sent (appended or re-laid) after the earlier
-    turns, kept as a turn keeps them: the last ``history_turns``, the oldest dropped while the
-    prompt and ``max_new_tokens`` would not fit the context window."""
+    turns, kept as a turn keeps them: the last ``history_turns`` but those ``withheld`` (the
+    indexes of the turns that used a chunk the reader may no longer read:
+    ``turn_access.withheld``), the oldest dropped while the prompt and ``max_new_tokens``
+    would not fit the context window. The cut turn itself withheld is a ``ChatError``
+    (``invalid``): its documents are not sent again."""
     *earlier, last = stored
+    if len(earlier) in withheld:
+        raise ChatError(
+            "invalid",
+            "this answer's documents are no longer open to you, so it cannot be continued; "
+            "ask again",
+        )
     pairs = sent_pairs(earlier)
     keep = min(history_turns, len(pairs))
     limit = engine.info().context_length - max_new_tokens
     while True:
-        layout = rebuild(PromptHistory.resume(system_prompt, pairs, keep), last.sent)
+        layout = rebuild(PromptHistory.resume(system_prompt, pairs, keep, withheld), last.sent)
         prompt = engine.render_chat(layout.messages) + last.answer
         if not keep or engine.count_tokens(prompt) <= limit:
             break  # with nothing left to drop, the engine refuses a prompt still too long

@@ -20,6 +20,7 @@ from appliance.core.db.models import AuditEvent, Conversation, Feedback, Message
 from appliance.core.db.session import Database
 from appliance.core.errors import ChatError
 from appliance.core.services.chat import ChatEvent, ChatService, owned_conversation
+from appliance.core.services.turn_access import Readable, ShownAnswer, shown_answer
 from appliance.core.text import is_blank, without_controls
 from engine.base import EngineError
 
@@ -139,12 +140,20 @@ def _verification(m: Message) -> dict | None:
     }
 
 
-def _stored(m: Message) -> ConversationMessage:
+def _shown(question: str, m: Message, readable: Readable) -> ShownAnswer:
+    """An answer as its reader may see it now (``turn_access``)."""
+    return shown_answer(
+        question, m.content, m.answer_mode, m.citations or [], m.evidence or [], readable
+    )
+
+
+def _stored(m: Message, shown: ShownAnswer | None) -> ConversationMessage:
+    """A stored message; an answer as ``shown``."""
     return ConversationMessage(
         m.id,
         m.role,
-        m.content,
-        m.citations or [],
+        shown.content if shown else m.content,
+        shown.citations if shown else [],
         m.finish_reason,
         m.prompt_tokens,
         m.cached_tokens,
@@ -152,8 +161,8 @@ def _stored(m: Message) -> ConversationMessage:
         m.ttft_ms,
         m.e2e_ms,
         m.retrieval_ms,
-        list(m.evidence or []),
-        _verification(m),
+        shown.evidence if shown else [],
+        _verification(m) if shown and shown.verdicts_apply else None,
         m.answer_mode,
     )
 
@@ -186,14 +195,27 @@ class ConversationService:
             ).all()
             return [ConversationSummary(c.id, c.title, c.updated_at) for c in rows]
 
+    def _readable(self, principal: Principal) -> Readable:
+        return self.chat.knowledge.readable(principal.allowed_collections)
+
     def messages(self, principal: Principal, conversation_id: int) -> list[ConversationMessage]:
         """The conversation's messages in order (questions and answers); ``not_found`` unless
-        the user owns it."""
+        the user owns it. An answer shows no text of a chunk the user may no longer read."""
+        readable = self._readable(principal)
+        out: list[ConversationMessage] = []
+        question = ""
         with self.db.session() as s:
-            return [_stored(m) for m in owned_conversation(s, principal, conversation_id).messages]
+            for m in owned_conversation(s, principal, conversation_id).messages:
+                if m.role == "user":
+                    question = m.content
+                shown = _shown(question, m, readable) if m.role == "assistant" else None
+                out.append(_stored(m, shown))
+        return out
 
     def turns(self, principal: Principal, conversation_id: int) -> list[Turn]:
-        """The conversation as question-and-answer turns, with this user's ratings."""
+        """The conversation as question-and-answer turns, with this user's ratings; an answer
+        shows no text of a chunk the user may no longer read."""
+        readable = self._readable(principal)
         with self.db.session() as s:
             conv = owned_conversation(s, principal, conversation_id)
             ratings = dict(
@@ -212,17 +234,18 @@ class ConversationService:
                 if m.role == "user":
                     pending = m
                 elif pending is not None:
+                    shown = _shown(pending.content, m, readable)
                     out.append(
                         Turn(
                             pending.content,
-                            m.content,
+                            shown.content,
                             m.id,
-                            list(m.citations or []),
+                            shown.citations,
                             _stats(m),
                             ratings.get(m.id),
                             m.finish_reason,
-                            list(m.evidence or []),
-                            _verification(m),
+                            shown.evidence,
+                            _verification(m) if shown.verdicts_apply else None,
                             m.answer_mode,
                         )
                     )

@@ -198,6 +198,20 @@ class KnowledgeBase:
             vector, tokenize(question), candidates, k, cues=question_cues(question)
         )
 
+    def readable(self, collections: frozenset[str] | None) -> Callable[[int], bool]:
+        """Whether a reader of ``collections`` (None: all) may read a chunk now, by its id: not
+        when the index holds it in another collection (access revoked, or the document moved
+        away). A chunk the index no longer holds (its document deleted) is no access matter:
+        it is readable, as its text was when it was shown."""
+        if collections is None:
+            return lambda _chunk_id: True
+
+        def readable(chunk_id: int) -> bool:
+            held = self.collection_of.get(chunk_id)
+            return held is None or held in collections
+
+        return readable
+
     def retrieve(
         self, query: str, k: int, collections: frozenset[str] | None = None
     ) -> tuple[list[RetrievedChunk], float]:

@@ -2,7 +2,8 @@
 the turn out after the stored conversation (``rag.layout``: append to what was sent last time,
 or re-lay the documents first; ``adaptive`` sends the one with the fewer tokens the cache shadow
 predicts uncached), and fit the whole in the engine's context window (riders go first, then the
-oldest turns). Reads the index and asks the engine for token counts; stores nothing.
+oldest turns). The earlier turns that used a chunk the reader may no longer read are left out
+(``turn_access``). Reads the index and asks the engine for token counts; stores nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from appliance.core.auth.principal import Principal
 from appliance.core.services.knowledge import KnowledgeBase
 from appliance.core.services.settings import ChatSettings
+from appliance.core.services.turn_access import withheld
 from appliance.core.services.turn_history import StoredTurn, sent_pairs
 from engine.base import Engine
 from rag.layout import Conversation, Layout, Order
@@ -39,6 +41,9 @@ class PreparedTurn:
     sources: tuple[RetrievedChunk, ...] = ()
     # the cached tokens the cache shadow predicted for the layout sent, before it was sent
     predicted_cached: int = 0
+    # the indexes of the earlier turns left out of the prompt: they used a chunk the reader
+    # may no longer read (``turn_access.withheld``)
+    withheld: frozenset[int] = frozenset()
 
     @property
     def messages(self) -> Messages:
@@ -91,12 +96,14 @@ class TurnPrompts:
             return self.ordering.predicted_cached(layout.keys)
 
         pairs = sent_pairs(history)
+        # the turns that used a chunk the reader may no longer read stay out of the prompt
+        left_out = withheld(history, self.knowledge.readable(principal.allowed_collections))
         # keep the last N turns; if the prompt would not fit, drop the cache riders first (they
         # are extras), then the oldest whole turns (their chunks keep their numbers)
         keep = min(self.history_turns, len(pairs))
         max_riders, first = settings.riders, True
         while True:
-            conv = Conversation.resume(settings.system_prompt, pairs, keep)
+            conv = Conversation.resume(settings.system_prompt, pairs, keep, left_out)
             # only the first try of a turn counts its chunks as retrieved
             order = _orderer(self.ordering, settings.ordering, max_riders, first)
             chosen, scored = lay_out(
@@ -122,6 +129,7 @@ class TurnPrompts:
             info.cache_page_tokens,
             (*retrieved, *(c for c in candidates if c.chunk_id in ridden)),
             scored[chosen.kind][1],
+            left_out,
         )
 
     def _candidates(
