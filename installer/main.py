@@ -34,6 +34,7 @@ from installer.steps_system import (
     step_units,
     uninstall,
 )
+from installer.system_packages import step_system_packages
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -215,8 +216,9 @@ def _backup(layout: Layout) -> None:
 
 
 def _install_steps(ctx: Context) -> list[StepResult]:
-    """Steps 3-7 in order (venv, packages, models, user, config, admin, units), each printed."""
-    results = [step_venv(ctx), step_packages(ctx)]
+    """Steps 3-7 in order (OCR's Debian packages, venv, packages, models, user, config, admin,
+    units), each printed."""
+    results = [step_system_packages(ctx), step_venv(ctx), step_packages(ctx)]
     for r in results:
         _print(r)
     models, model_path, embed_path = step_models(ctx)

@@ -113,4 +113,5 @@ def _draft(ordinal: int, section: Section, units: list[_Unit], count: TokenCount
         page=section.page,
         text=text,
         token_count=count(text),
+        ocr_confidence=section.ocr_confidence,
     )

@@ -29,6 +29,7 @@ class Citation:
     # a cache rider: a lower-ranked chunk sent along because the engine had it cached (cited
     # like the others, left out of the relevance hint)
     rider: bool = False
+    ocr_confidence: float | None = None  # 0..1 when the chunk was read by OCR (source view)
 
 
 def chunk_header(title: str, section: str, page: int | None) -> str:
@@ -92,6 +93,7 @@ def number_chunks(
                 source=chunk.source,
                 text=chunk.text,
                 rider=rider,
+                ocr_confidence=chunk.ocr_confidence,
             )
         )
     return new, citations

@@ -10,6 +10,7 @@ class Section:
     heading: str
     text: str
     page: int | None = None
+    ocr_confidence: float | None = None  # 0..1 when the text was read by OCR, else None
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,9 @@ class ParsedDocument:
     title: str
     sections: tuple[Section, ...]
     mime: str
+    # what the admin should know of a file that was read only in part (e.g. an OCR page
+    # skipped for taking too long)
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class ChunkDraft:
     page: int | None
     text: str
     token_count: int
+    ocr_confidence: float | None = None  # its section's, when read by OCR
 
 
 @dataclass(frozen=True)
@@ -41,3 +46,4 @@ class RetrievedChunk:
     source: str
     score: float
     token_count: int = 0  # tokens of ``text`` (0: unknown); the ordering weighs cached paths
+    ocr_confidence: float | None = None  # 0..1 when the chunk's text was read by OCR

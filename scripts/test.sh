@@ -5,12 +5,16 @@ cd "$(dirname "$0")/.."
 bash scripts/_install.sh cpu,dev
 . .venv/bin/activate
 # the browser tests drive Debian's chromium (playwright's own browser download cannot work
-# air-gapped), and the Korean PDF test needs a Korean TTF font; install them where we may, else
-# those tests skip and say why
+# air-gapped), the Korean PDF and OCR tests need a Korean TTF font, and the OCR tests need
+# Tesseract with Korean and English; install them where we may, else those tests skip and say why
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     wanted=""
     [ -x /usr/bin/chromium ] || wanted="$wanted chromium"
     [ -f /usr/share/fonts/truetype/nanum/NanumGothic.ttf ] || wanted="$wanted fonts-nanum"
+    for pkg in tesseract-ocr tesseract-ocr-kor tesseract-ocr-eng; do
+        dpkg-query -W -f '${db:Status-Status}' "$pkg" 2>/dev/null | grep -qx installed \
+            || wanted="$wanted $pkg"
+    done
     if [ -n "$wanted" ]; then
         # shellcheck disable=SC2086
         (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $wanted) \

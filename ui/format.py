@@ -15,6 +15,11 @@ from ui.evidence_marks import highlight_chunk
 from ui.i18n import t
 
 
+def ocr_label(confidence: float, lang: str) -> str:
+    """'read by OCR, 93% confidence' for a chunk whose text OCR read (confidence 0..1)."""
+    return t(lang, "sources.ocr", confidence=round(confidence * 100))
+
+
 def _source_line(c: Mapping[str, Any], lang: str) -> str:
     parts = [html.escape(c["title"])]
     if c.get("section"):
@@ -94,10 +99,16 @@ def citations_html(
             if c.get("rider")
             else ""
         )
+        # text read by OCR from a scan or a photo: it may hold misread characters
+        ocr = (
+            f" <small class='ocr'>· {html.escape(ocr_label(c['ocr_confidence'], lang))}</small>"
+            if c.get("ocr_confidence") is not None
+            else ""
+        )
         items.append(
             f"<details class='citation' id='source-{c['number']}'>"
             f"<summary><b class='cite-no'>[{c['number']}]</b> {_source_line(c, lang)}{start} "
-            f"<small>({html.escape(c['source'])})</small>{rider}</summary>"
+            f"<small>({html.escape(c['source'])})</small>{rider}{ocr}</summary>"
             f"<mark class='chunk'>{text}</mark></details>"
         )
     if not items:

@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 
 from appliance.core.config import AppConfig
 from appliance.ops.doctor_gateway import gateway_check
+from appliance.ops.doctor_ocr import ocr_check
 from appliance.ops.doctor_runtime import (
     Check,
     app_check,
@@ -89,6 +90,7 @@ CHECKS: tuple[Callable[[AppConfig], Check], ...] = (
     _database,
     _model,
     _embeddings,
+    ocr_check,
     _disk,
     index_check,
     gpu_check,

@@ -20,6 +20,7 @@ from appliance.core.services.chat import ChatService
 from appliance.core.services.grounding import default_answer_mode
 from appliance.core.services.ingest import IngestService
 from appliance.core.services.knowledge import KnowledgeBase
+from appliance.core.services.ocr import ocr_settings
 from appliance.core.services.settings import ChatSettings, SettingsService
 from engine.base import Engine
 from rag.embeddings import Embedder
@@ -126,6 +127,7 @@ def build_appliance(
         config.rag.chunk_tokens,
         config.rag.chunk_overlap_tokens,
         config.rag.max_upload_mb * 1024 * 1024,
+        ocr=ocr_settings(config.rag),
     )
     if config.bootstrap.ingest_sample_corpus and ingest.document_count() == 0:
         results = ingest.ingest_folder(SAMPLE_CORPUS)

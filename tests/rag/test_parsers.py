@@ -179,7 +179,7 @@ def test_undecodable_bytes_are_a_parse_error():
     [
         ("setup.exe", ".exe"),
         ("bundle.zip", ".zip"),
-        ("photo.PNG", ".png"),
+        ("photo.GIF", ".gif"),  # PNG, JPEG and TIFF are read by OCR (tests/rag/test_ocr.py)
         ("Makefile", "(none)"),
         ("notes", "(none)"),
     ],

@@ -173,7 +173,9 @@ def _uploader(docs: AdminDocuments, auth: AuthService) -> Callable[..., Iterator
             except OSError as exc:
                 rows[i].update(status="error", error=f"cannot read the upload: {exc.strerror}")
                 continue
-            rows[i].update(status=result.status, chunks=result.chunks, error=result.error)
+            # notes: a file read in part (an OCR page skipped) says which part
+            error = result.error or "; ".join(result.notes)
+            rows[i].update(status=result.status, chunks=result.chunks, error=error)
             yield table(rows, PROGRESS_COLUMNS)
 
     return upload

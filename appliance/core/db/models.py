@@ -156,6 +156,8 @@ class Chunk(Base):
     page: Mapped[int | None] = mapped_column(Integer, nullable=True)
     text: Mapped[str] = mapped_column(Text)
     token_count: Mapped[int] = mapped_column(Integer)
+    # 0..1: the mean word confidence of OCR when the chunk's text was read from an image
+    ocr_confidence: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     document: Mapped[Document] = relationship(back_populates="chunks")
 

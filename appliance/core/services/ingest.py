@@ -4,12 +4,15 @@ Each file either fully lands (document, chunks and vectors) or leaves nothing be
 bad file never stops the rest of a batch: its error is reported per file. A file is stored
 under a safe name (``appliance.core.names.stored_filename``: base name, no control
 characters, at most 255 characters) and, where that differs, the name it came with; the
-collection must be a valid name (``collection_name``).
+collection must be a valid name (``collection_name``). Images and PDF pages without a text
+layer are read by OCR (``ocr``, from ``rag.ocr*`` in the config) here, in the ingestion
+worker, one log line per page; each chunk keeps the OCR confidence of its page.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,7 +25,10 @@ from appliance.core.db.session import Database
 from appliance.core.names import InvalidName, collection_name, given_filename, stored_filename
 from appliance.core.services.knowledge import KnowledgeBase, embedding_text
 from rag.chunking import TokenCounter, chunk_sections
+from rag.ocr import OcrSettings
 from rag.parsers import SUPPORTED_SUFFIXES, ParseError, parse_file
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,7 @@ class IngestResult:
     document_id: int | None = None
     chunks: int = 0
     error: str = ""
+    notes: tuple[str, ...] = ()  # a file read in part: e.g. an OCR page skipped (over time)
 
 
 # IngestResult.status -> IngestionRun.status
@@ -59,6 +66,7 @@ class IngestService:
         chunk_tokens: int,
         overlap_tokens: int,
         max_bytes: int,
+        ocr: OcrSettings | None = None,
     ) -> None:
         self.db = db
         self.knowledge = knowledge
@@ -66,6 +74,7 @@ class IngestService:
         self.chunk_tokens = chunk_tokens
         self.overlap_tokens = overlap_tokens
         self.max_bytes = max_bytes
+        self.ocr = ocr  # None: OCR is off (images and scanned pages are refused)
 
     def ingest_bytes(
         self, name: str, data: bytes, collection: str = "default", actor: str = "system"
@@ -103,7 +112,9 @@ class IngestService:
             mb = self.max_bytes // (1024 * 1024)
             return IngestResult(name, "error", error=f"file is larger than the {mb} MB limit")
         try:
-            parsed = parse_file(name, data)
+            parsed = parse_file(
+                name, data, ocr=self.ocr, progress=lambda line: log.info("%s: %s", name, line)
+            )
         except ParseError as exc:
             return IngestResult(name, "error", error=str(exc))
         digest = hashlib.sha256(data).hexdigest()
@@ -140,6 +151,7 @@ class IngestService:
                     page=d.page,
                     text=d.text,
                     token_count=d.token_count,
+                    ocr_confidence=d.ocr_confidence,
                 )
                 for d in drafts
             ]
@@ -160,7 +172,9 @@ class IngestService:
         for old in previous:
             self.delete_document(old, actor=actor)
         status = "updated" if previous else "indexed"
-        return IngestResult(name, status, document_id=doc_id, chunks=len(ids))
+        for note in parsed.notes:
+            log.warning("%s: %s", name, note)
+        return IngestResult(name, status, document_id=doc_id, chunks=len(ids), notes=parsed.notes)
 
     def delete_document(self, document_id: int, actor: str = "system") -> bool:
         """Remove a document, its chunks and their index entries; False if there was none."""

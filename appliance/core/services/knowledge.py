@@ -247,6 +247,7 @@ class KnowledgeBase:
                 source=Path(d.source_path).name,
                 score=score,
                 token_count=c.token_count,
+                ocr_confidence=c.ocr_confidence,
             )
             for cid, score in hits
             if cid in rows

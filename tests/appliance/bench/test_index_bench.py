@@ -22,3 +22,6 @@ def test_bench_index_quick_prints_its_table() -> None:
     ).stdout
     assert "| corpus" in out and "hybrid query p50 / p95" in out
     assert "dense recall@10 vs exact (hnsw)" in out and "synthetic" in out
+    # the office formats, and OCR (or why it could not run)
+    assert all(f"| {fmt} " in out for fmt in ("XLSX", "CSV", "HWPX"))
+    assert "| OCR " in out

@@ -113,3 +113,21 @@ def test_engine_check_names_the_runtime_and_warns_without_a_compiler(
     degraded = engine_check(config_for(tmp_path / "b", model_dir))
     assert degraded.ok and degraded.warn, degraded.detail
     assert "PyTorch attention" in degraded.detail and "apt-get install gcc" in degraded.detail
+
+
+def test_ocr_check_names_what_to_install(config_for, model_dir, tmp_path) -> None:  # noqa: ANN001
+    from appliance.ops.doctor_ocr import ocr_check
+
+    def config(**rag):  # noqa: ANN003, ANN202
+        return config_for(tmp_path, model_dir, rag=rag)
+
+    missing = ocr_check(config(ocr_binary=str(tmp_path / "no-tesseract")))
+    assert not missing.ok and "tesseract-ocr tesseract-ocr-kor tesseract-ocr-eng" in missing.detail
+    off = ocr_check(config(ocr=False))
+    assert off.ok and "rag.ocr = false" in off.detail
+    if shutil.which("tesseract") is None:
+        pytest.skip("tesseract is not installed (apt-get install tesseract-ocr tesseract-ocr-kor)")
+    found = ocr_check(config())
+    assert found.ok and found.detail == "tesseract with kor, eng"
+    lacking = ocr_check(config(ocr_languages="kor+eng+zzz"))
+    assert not lacking.ok and lacking.detail.endswith("apt-get install tesseract-ocr-zzz")
