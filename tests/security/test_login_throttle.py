@@ -18,12 +18,12 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy import select
+from support.clock import Clock
 
 from appliance.core.db.models import AuditEvent, LoginCounter
 
@@ -253,26 +253,13 @@ def test_a_shared_address_does_not_lock_out_a_user_who_signed_in_from_it(served)
             assert shared.post("/api/login", json=right).status_code == 200
 
 
-class _Clock:
-    """A clock the test moves (the site's throttle reads it)."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
 def test_a_success_after_the_window_does_not_re_arm_the_back_off(served) -> None:  # noqa: ANN001
     """The address reaches its limit; a window (300 s) after the last failure the right
     password gets in, and the next attempt from there is checked, not backed off (before:
     the success counted as a check, so the address backed off for 30 s after every
     success and its failures were never forgotten while people kept signing in)."""
     with served(security={"login_address_max_failures": 3}) as site:
-        clock = _Clock()
+        clock = Clock()
         site.auth.throttle.clock = clock
         newcomer = _user(site)
         with _client(site, "127.0.0.42") as client:

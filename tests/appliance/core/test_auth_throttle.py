@@ -9,10 +9,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 
 import pytest
 from sqlalchemy import func, select
+from support.clock import Clock
 
 from appliance.core.auth.throttle import LoginThrottle, ThrottlePolicy
 from appliance.core.db.models import LoginCounter
@@ -130,19 +131,6 @@ def test_concurrent_claims_from_many_workers_are_counted_exactly(db_url: str, db
     finally:
         for w in workers:
             w.dispose()
-
-
-class Clock:
-    """A clock the test moves (the throttle's ``clock``)."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 def test_a_success_does_not_re_arm_the_address_back_off(db: Database) -> None:
