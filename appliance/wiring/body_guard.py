@@ -18,14 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
-from starlette.requests import cookie_parser
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from appliance.api.bearer import bearer_token
 from appliance.core.auth.principal import Principal
+from appliance.wiring.role_check import cookie_token, role_refusal
 
 Credential = Literal["bearer", "cookie"]
 
@@ -90,15 +89,8 @@ class BodyGuard:
         if route.credential == "bearer":
             token = bearer_token(headers.get("authorization"))
         else:
-            token = cookie_parser(headers.get("cookie", "")).get(self.cookie)
-        if not token:
-            return _refusal(401, "sign in first: no session", {"WWW-Authenticate": "Bearer"})
-        who = await run_in_threadpool(self.resolve, token)
-        if who is None:
-            return _refusal(401, "invalid or expired session", {"WWW-Authenticate": "Bearer"})
-        if not who.is_admin:
-            return _refusal(403, "administrators only")
-        return None
+            token = cookie_token(headers, self.cookie)
+        return await role_refusal(token, self.resolve, admin=True)
 
     @staticmethod
     def _too_large(limit: int) -> JSONResponse:

@@ -24,12 +24,12 @@ from typing import Literal
 from urllib.parse import unquote
 
 from gradio.data_classes import PredictBody
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import cookie_parser
+from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from appliance.core.auth.principal import Principal
+from appliance.wiring.role_check import cookie_token, role_refusal
 
 API = "/gradio_api/"
 CALLS = ("queue/join", "run/", "api/", "call/")
@@ -109,17 +109,8 @@ class GradioGuard:
         return None
 
     async def _check_role(self, scope: Scope, page: GradioPage) -> JSONResponse | None:
-        cookies = {}
-        for name, value in scope.get("headers", ()):
-            if name == b"cookie":
-                cookies = cookie_parser(value.decode("latin-1"))
-        token = cookies.get(self.cookie)
-        who = await run_in_threadpool(self.resolve, token) if token else None
-        if who is None:
-            return _refusal(401, "sign in first")
-        if page.role == "admin" and not who.is_admin:
-            return _refusal(403, "administrators only")
-        return None
+        token = cookie_token(Headers(scope=scope), self.cookie)
+        return await role_refusal(token, self.resolve, admin=page.role == "admin")
 
     async def _checked_call(
         self, scope: Scope, receive: Receive, send: Send, page: GradioPage
