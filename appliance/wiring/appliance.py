@@ -171,7 +171,14 @@ def build_appliance(
         max_new_tokens_cap=8192,
     )
     chat = ChatService(
-        db, knowledge, engine, config.chat, settings, ordering, metrics=AppMetrics(engine)
+        db,
+        knowledge,
+        engine,
+        config.chat,
+        settings,
+        ordering,
+        metrics=AppMetrics(engine),
+        model_languages=config.engine.written_languages(),
     )
     return Appliance(
         config, db, auth, engine, knowledge, ingest, settings, ordering, chat, password

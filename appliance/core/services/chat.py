@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Generator, Iterator
+from dataclasses import replace
 
 from appliance.core.auth.principal import Principal
 from appliance.core.config import ChatConfig
@@ -44,6 +45,7 @@ from appliance.core.services.turn_prompt import PreparedTurn, TurnPrompts
 from appliance.core.services.turn_store import owned_conversation, store_check, store_turn
 from appliance.core.text import is_blank, is_valid_unicode, without_controls
 from engine.base import Engine, EngineError, GenerateRequest, GenerationStats
+from rag.language import script_language
 from rag.ordering import ContextOrdering
 from rag.prompt_keys import answer_key
 from rag.verify import AnswerCheck
@@ -75,9 +77,13 @@ class ChatService:
         settings: SettingsService,
         ordering: ContextOrdering,
         metrics: AppMetrics | None = None,
+        model_languages: frozenset[str] | None = None,
     ) -> None:
         # the app's Prometheus metrics: retrieval latency, turns, errors by kind
         self.metrics = metrics
+        # the languages the model writes (None: any); a question in another is answered with
+        # the card and a notice, no generation (``grounding.writes``)
+        self.model_languages = model_languages
         self.db = db
         self.engine = engine
         self.cfg = chat
@@ -134,6 +140,13 @@ class ChatService:
             prepared = self.prompts.prepare(
                 principal, question, conversation_id, stored, self.settings.current()
             )
+            language = script_language(question)
+            if not grounding.writes(self.model_languages, language):
+                # the model would write broken text in this language: the card, and a notice
+                grounded = self._ground(question, prepared, stored, card_always=True)
+                answer = grounding.cannot_write_answer(grounded.card, language)
+                grounded = replace(grounded, mode="grounded")
+                return self._extract(principal, question, prepared, grounded, replace_ids, answer)
             grounded = self._ground(question, prepared, stored)
             if grounded.mode == "extractive":  # the card is the answer: nothing to generate
                 return self._extract(principal, question, prepared, grounded, replace_ids)
@@ -148,14 +161,20 @@ class ChatService:
         return self._run(principal, question, prepared, grounded, running, replace_ids)
 
     def _ground(
-        self, question: str, prepared: PreparedTurn, stored: list[StoredTurn]
+        self,
+        question: str,
+        prepared: PreparedTurn,
+        stored: list[StoredTurn],
+        card_always: bool = False,
     ) -> TurnGrounding:
-        """The turn's answer mode, evidence card and the sources its answer is checked
-        against (every citation the conversation has shown, this turn's retrieved texts)."""
+        """The turn's answer mode, evidence card (``card_always``: in generative mode too) and
+        the sources its answer is checked against (every citation the conversation has shown,
+        this turn's retrieved texts)."""
         chosen = prepared.settings
         started = time.perf_counter()
         card: tuple[CardSentence, ...] = ()
-        if chosen.answer_mode != "generative" and chosen.evidence_sentences:
+        wanted = card_always or chosen.answer_mode != "generative"
+        if wanted and chosen.evidence_sentences:
             spans = self.knowledge.evidence(question, prepared.sources, k=chosen.evidence_sentences)
             card = grounding.card(spans, prepared.citations)
         return TurnGrounding(
@@ -231,19 +250,23 @@ class ChatService:
         prepared: PreparedTurn,
         grounded: TurnGrounding,
         replace_ids: tuple[int, ...],
+        notice: str | None = None,
     ) -> Iterator[ChatEvent]:
-        """An ``extractive`` turn: the card, verbatim, is the whole answer (no engine call)."""
+        """A turn with no engine call: ``extractive`` (the card, verbatim, is the whole
+        answer), or the card and ``notice`` (a question the model cannot answer in its
+        language), which states nothing to check."""
         if self.metrics is not None:
             self.metrics.observe_retrieval(prepared.retrieval_ms)
         yield RetrievalEvent(
             prepared.citations, prepared.retrieval_ms, grounded.card, grounded.mode
         )
-        answer = grounding.extractive_answer(grounded.card, question)
+        answer = notice or grounding.extractive_answer(grounded.card, question)
         yield DeltaEvent(answer)
         took_s = grounded.evidence_ms / 1000
         stats = GenerationStats(0, 0, 0, took_s, took_s, "stop")
+        checked = AnswerCheck((), ()) if notice else None
         yield self._finish(
-            principal, question, prepared, grounded, answer, Relayed(stats), replace_ids
+            principal, question, prepared, grounded, answer, Relayed(stats), replace_ids, checked
         )
 
     def _finish(
@@ -255,10 +278,12 @@ class ChatService:
         answer: str,
         relayed: Relayed,
         replace_ids: tuple[int, ...],
+        result: AnswerCheck | None = None,
     ) -> DoneEvent:
-        """Check the answer against the sources, store the turn, count it."""
+        """Check the answer against the sources (unless ``result`` is given), store the turn,
+        count it."""
         stats = relayed.stats
-        result = grounding.check(answer, grounded)
+        result = result if result is not None else grounding.check(answer, grounded)
         conv_id, msg_id = store_turn(
             self.db,
             principal,
@@ -270,7 +295,8 @@ class ChatService:
             replace_ids,
         )
         if self.metrics is not None:
-            engine_stats = stats if grounded.mode != "extractive" else None
+            # a turn with no engine call (extractive, or a notice) has no engine stats to count
+            engine_stats = stats if stats.prompt_tokens else None
             self.metrics.turn_done(engine_stats, relayed.repeated)
             self._count_check(self.metrics, grounded.mode, result)
         return DoneEvent(

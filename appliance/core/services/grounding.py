@@ -58,6 +58,34 @@ NONE_FOUND = {
     "en": "No sentence in the documents answers this question.",
     "ko": "문서에서 이 질문에 답하는 문장을 찾지 못했습니다.",
 }
+# a question in a language the model cannot write is answered with the card and this, in
+# the question's language (English where there is no translation), instead of broken text
+CANNOT_WRITE = {
+    "en": (
+        "The answer model on this appliance does not write this language, so only the "
+        "documents' own sentences are shown."
+    ),
+    "ko": (
+        "이 어플라이언스의 답변 모델은 한국어로 답변을 쓰지 못하므로, 문서의 해당 문장만 "
+        "보여 드립니다."
+    ),
+    "ja": "この装置の回答モデルは日本語で回答を書けないため、文書の該当する文のみを表示します。",
+    "zh": "本设备的回答模型无法用中文撰写回答，因此仅显示文档中的相关句子。",
+}
+
+
+def cannot_write_answer(sentences: Sequence[CardSentence], language: str) -> str:
+    """The answer of a turn whose question is in a language the model cannot write: the
+    notice (the card above it holds the documents' sentences), or "not found" and the
+    notice when no sentence answers it."""
+    notice = CANNOT_WRITE.get(language, CANNOT_WRITE["en"])
+    return notice if sentences else f"{NONE_FOUND.get(language, NONE_FOUND['en'])}\n\n{notice}"
+
+
+def writes(model_languages: frozenset[str] | None, language: str) -> bool:
+    """Whether a model that writes ``model_languages`` (None: any) can answer in
+    ``language`` (``rag.language.script_language``; "und" always)."""
+    return model_languages is None or language == "und" or language in model_languages
 
 
 @dataclass(frozen=True)
