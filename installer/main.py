@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--context-length", type=int, help="GPU tuning (32768)")
     p.add_argument("--concurrency", type=int, help="GPU tuning: concurrent sessions (32)")
+    p.add_argument(
+        "--speculative",
+        choices=["off", "ngram"],
+        help="GPU tuning: NGRAM speculative decoding (off until measured on the GPU)",
+    )
     p.add_argument("--no-systemd", action="store_true", help="render units, do not install them")
     p.add_argument("--no-start", action="store_true", help="do not start the services")
     p.add_argument("--upgrade", action="store_true", help="back up, then install the new version")
@@ -108,6 +113,7 @@ REMEMBERED_DEFAULTS = {
     "with_sample_corpus": False,
     "context_length": 32768,
     "concurrency": 32,
+    "speculative": "off",
     "model_dir": None,
 }
 
@@ -138,6 +144,7 @@ def _options(args: argparse.Namespace, chosen: dict) -> Options:
         sample_corpus=chosen["with_sample_corpus"],
         context_length=chosen["context_length"],
         concurrency=chosen["concurrency"],
+        speculative="" if chosen["speculative"] == "off" else chosen["speculative"],
         systemd=not args.no_systemd,
         start=not args.no_start,
         forced_profile=args.profile,

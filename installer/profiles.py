@@ -43,6 +43,7 @@ class Options:
     sample_corpus: bool = False
     context_length: int = 32768
     concurrency: int = 32
+    speculative: str = ""  # GPU tuning: "" (off) or "ngram" (engine.sglang.speculative)
     admin_username: str = "admin"
     systemd: bool = True
     start: bool = True

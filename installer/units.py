@@ -53,6 +53,7 @@ def gpu_plan(
         model_path=str(model_dir),
         port=opts.engine_port,
         python=str(layout.python),
+        speculative=opts.speculative,
     )
 
 

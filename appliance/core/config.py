@@ -93,9 +93,6 @@ class EngineConfig(_Section):
     sglang_worker_urls: tuple[str, ...] = ()
     # the gateway's own Prometheus metrics; empty: its port + 1 (``appliance cluster up``)
     gateway_metrics_url: str = ""
-    # GPU profiles: speculative decoding the installer tunes the SGLang workers with; "ngram"
-    # drafts from n-grams already seen (no draft model): off until measured on the GPU
-    sglang_speculative: Literal["", "ngram"] = ""
 
     def written_languages(self) -> frozenset[str] | None:
         """The languages the model writes (None: any): ``model_languages``, else the bundled

@@ -48,6 +48,9 @@ class LaunchPlan:
     port: int = 30000
     warnings: tuple[str, ...] = ()
     gpu_ids: tuple[int, ...] = ()
+    hicache_size_gb: int = 0  # host KV pool per TP rank (``--hicache-size``); 0: HiCache off
+    page_size: int = 1  # tokens per KV page (``--page-size``; 64 with HiCache)
+    speculative: str = ""  # "" or "ngram" (``--speculative-algorithm NGRAM``)
 
     @property
     def base_url(self) -> str:

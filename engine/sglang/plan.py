@@ -32,6 +32,12 @@ def host_ram_gb(meminfo: Path = Path("/proc/meminfo")) -> float:
     return 0.0
 
 
+def _hicache(size_gb: int, ratio: float | None, tp: int) -> str:
+    if ratio is None:
+        return "off"
+    return f"{size_gb} GB per GPU x {tp} (host:GPU KV {ratio:g}), write-through"
+
+
 def render_table(plan: BoxPlan) -> str:
     """A human-readable summary: workers, knobs, memory, and the capacity table."""
     one = plan.first
@@ -47,7 +53,9 @@ def render_table(plan: BoxPlan) -> str:
         ("--max-running-requests", f"{one.max_running_requests} per worker"),
         ("--chunked-prefill-size", str(one.chunked_prefill_size)),
         ("--context-length", str(one.context_length)),
-        ("hicache ratio", "off" if one.hicache_ratio is None else f"{one.hicache_ratio:g}"),
+        ("hicache", _hicache(one.hicache_size_gb, one.hicache_ratio, one.tp)),
+        ("--page-size", str(one.page_size)),
+        ("speculative", one.speculative or "off"),
     ]
     width = max(len(k) for k, _ in rows)
     out = [f"{k:<{width}}  {v}" for k, v in rows]
@@ -75,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
     p.add_argument("--python", default="python", help="interpreter in the command")
+    p.add_argument(
+        "--speculative",
+        choices=["off", "ngram"],
+        default="off",
+        help="NGRAM speculative decoding (off until measured on this GPU)",
+    )
     p.add_argument("--print", dest="what", choices=["table", "command", "json"], default="table")
     return p
 
@@ -98,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             host=args.host,
             port=args.port,
             python=args.python,
+            speculative="" if args.speculative == "off" else args.speculative,
         )
     except DoesNotFit as exc:
         print(f"does not fit: {exc}", file=sys.stderr)

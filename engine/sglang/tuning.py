@@ -19,8 +19,12 @@ Formulas (all memory in bytes; GiB = 2**30):
 * ``--max-running-requests`` = min(256, capacity / avg tokens per request), at least 1.
 * ``--chunked-prefill-size`` = the profile's (8192 on 80 GB+ Hopper/A100, 4096 on 48 GB), or
   2048 when the KV budget is tight (capacity < 1.25 x the worker's share of the budget).
-* HiCache (host-RAM second tier) when half the host RAM holds >= 2x the GPU KV pool:
-  ``--enable-hierarchical-cache --hicache-ratio R``, R = min(4, usable / pool) floored to 0.5.
+* HiCache (host-RAM second tier) when the worker's share of the host RAM, after a reserve for
+  the OS, the app and SGLang, holds >= 2x its GPU KV pool: ``--enable-hierarchical-cache
+  --hicache-size G`` (per TP rank, up to 4x the pool), write-through, page size 64
+  (``engine.sglang.hicache``).
+* ``speculative="ngram"`` (off by default) adds NGRAM speculative decoding, caps
+  ``--max-running-requests`` at 48 and keeps page size 1 (``engine.sglang.speculative``).
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from engine.sglang import speculative as spec
 from engine.sglang.gpu_info import GIB, GpuInfo, GpuProfile, match_profile
+from engine.sglang.hicache import PAGE_SIZE, hicache_args, hicache_for, usable_host_gb
 from engine.sglang.launch_plan import BoxPlan, DoesNotFit, LaunchPlan, SiteNeeds
 from engine.sglang.model_shape import ModelShape
 
@@ -38,8 +44,6 @@ CUDA_GRAPH_GIB = 2.0
 ACTIVATION_GIB_PER_8K = 3.0
 MAX_RUNNING_CAP = 256
 TIGHT_SLACK = 1.25
-HICACHE_MIN_RATIO = 2.0
-HICACHE_MAX_RATIO = 4.0
 
 
 def fraction_for(profile: GpuProfile, per_gpu_bytes: int, chunked_prefill: int) -> float:
@@ -63,15 +67,6 @@ def tp_candidates(n_gpus: int) -> list[int]:
     if sizes[-1] != n_gpus:
         sizes.append(n_gpus)
     return sizes
-
-
-def hicache_ratio_for(host_ram_gb: float, pool_bytes: float) -> float | None:
-    """Host:device KV ratio when half the host RAM holds >= 2x the GPU pool; else None."""
-    if pool_bytes <= 0:
-        return None
-    usable = host_ram_gb * 1e9 / 2
-    ratio = min(HICACHE_MAX_RATIO, math.floor(usable / pool_bytes * 2) / 2)
-    return ratio if ratio >= HICACHE_MIN_RATIO else None
 
 
 @dataclass(frozen=True)
@@ -130,8 +125,11 @@ def tune(
     host: str = "127.0.0.1",
     port: int = 30000,
     python: str = "python",
+    speculative: str = "",
 ) -> BoxPlan:
-    """Choose the SGLang workers for this box, model and site, and each one's launch."""
+    """Choose the SGLang workers for this box, model and site, and each one's launch;
+    ``speculative`` is ``""`` (off) or ``"ngram"``."""
+    algorithm = spec.check(speculative)
     if not gpus:
         raise ValueError("no GPUs: SGLang needs CUDA; use the embedded CPU engine")
     profile = match_profile(gpus[0].name)
@@ -159,9 +157,12 @@ def tune(
         total = groups.count * groups.capacity
         warnings.append(f"KV capacity {total} < site budget {budget} tokens: peaks queue")
     # each worker serves its share of the sessions (the gateway spreads them) from its share
-    # of the host RAM (HiCache)
+    # of the host RAM left after the reserves (HiCache)
     share = SiteNeeds(
-        context, -(-site.concurrency // groups.count), site.host_ram_gb / groups.count, avg
+        context,
+        -(-site.concurrency // groups.count),
+        usable_host_gb(site.host_ram_gb, groups.count),
+        avg,
     )
     name = served_model_name or model_path.rstrip("/").rsplit("/", 1)[-1]
     split = groups.count > 1 or bool(idle)
@@ -181,6 +182,7 @@ def tune(
             host=host,
             port=worker_port(port, i),
             python=python,
+            speculative=algorithm,
         )
         for i in range(groups.count)
     )
@@ -201,13 +203,16 @@ def _worker(
     host: str,
     port: int,
     python: str,
+    speculative: spec.Speculative = "",
 ) -> LaunchPlan:
-    """One worker's launch, tuned for its share of the site."""
+    """One worker's launch, tuned for its share of the site (``share.host_ram_gb``: the host
+    RAM its HiCache may use)."""
     capacity, context, avg = groups.capacity, share.context_length, share.avg_tokens_per_request
     budget = max(context, share.concurrency * avg)
     chunked = 2048 if capacity < TIGHT_SLACK * budget else profile_chunk
-    max_running = max(1, min(MAX_RUNNING_CAP, capacity // avg))
-    ratio = hicache_ratio_for(share.host_ram_gb, capacity * shape.kv_bytes_per_token)
+    cap = spec.MAX_RUNNING if speculative else MAX_RUNNING_CAP
+    max_running = max(1, min(cap, capacity // avg))
+    cache = hicache_for(share.host_ram_gb, capacity * shape.kv_bytes_per_token, groups.tp)
     argv = [python, "-m", "sglang.launch_server", "--model-path", model_path]
     argv += ["--served-model-name", name, "--host", host, "--port", str(port)]
     argv += ["--nccl-port", str(port + NCCL_PORT_OFFSET)]
@@ -216,8 +221,11 @@ def _worker(
     argv += ["--chunked-prefill-size", str(chunked)]
     argv += ["--schedule-policy", "lpm", "--radix-eviction-policy", "lru"]
     argv += ["--grammar-backend", "xgrammar", "--enable-metrics", "--enable-cache-report"]
-    if ratio is not None:
-        argv += ["--enable-hierarchical-cache", "--hicache-ratio", f"{ratio:g}"]
+    if cache is not None:
+        argv += hicache_args(cache, paged=not speculative)
+    if speculative == "ngram":
+        argv = spec.without_incompatible(argv) + spec.ngram_args()
+    page_size = 1 if cache is None or speculative else PAGE_SIZE
     return LaunchPlan(
         argv=tuple(argv),
         profile=profile,
@@ -229,7 +237,10 @@ def _worker(
         max_running_requests=max_running,
         chunked_prefill_size=chunked,
         context_length=context,
-        hicache_ratio=ratio,
+        hicache_ratio=None if cache is None else cache.ratio,
+        hicache_size_gb=0 if cache is None else cache.size_gb,
+        page_size=page_size,
+        speculative=speculative,
         served_model_name=name,
         host=host,
         port=port,

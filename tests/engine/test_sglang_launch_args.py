@@ -4,7 +4,9 @@
 
 Every worker of every box below must parse, and SGLang must read back the values we meant:
 a flag SGLang renamed or dropped, or a value it reads differently, fails here, not on the
-customer's GPU box."""
+customer's GPU box. SGLang's resolution pass (``ServerArgs.resolve_once``, where the HiCache and
+NGRAM rules live) needs transformers, the model and a GPU platform, so it is not run here: the
+rules it enforces are cited in ``engine/sglang/hicache.py`` and ``speculative.py``."""
 
 from __future__ import annotations
 
@@ -55,7 +57,15 @@ FIELDS = {
     "--schedule-policy": "schedule_policy",
     "--radix-eviction-policy": "radix_eviction_policy",
     "--grammar-backend": "grammar_backend",
-    "--hicache-ratio": "hicache_ratio",
+    "--hicache-size": "hicache_size",
+    "--hicache-write-policy": "hicache_write_policy",
+    "--hicache-io-backend": "hicache_io_backend",
+    "--hicache-mem-layout": "hicache_mem_layout",
+    "--page-size": "page_size",
+    "--speculative-algorithm": "speculative_algorithm",
+    "--speculative-num-draft-tokens": "speculative_num_draft_tokens",
+    "--speculative-ngram-max-bfs-breadth": "speculative_ngram_max_bfs_breadth",
+    "--speculative-ngram-max-trie-depth": "speculative_ngram_max_trie_depth",
 }
 SWITCHES = {
     "--enable-metrics": "enable_metrics",
@@ -79,6 +89,19 @@ def _boxes() -> dict[str, list]:
         "l40s 8b tight": tune(
             gpus("l40s"), shape("8b"), SiteNeeds(32768, 64, 64), model_path="/m/8b"
         ),
+        "h100 8b ngram": tune(
+            gpus("h100"), shape("8b"), site, model_path="/m/8b", speculative="ngram"
+        ),
+        "h200 8b hicache ngram": tune(
+            gpus("h200"),
+            shape("8b"),
+            SiteNeeds(32768, 32, 1024),
+            model_path="/m/8b",
+            speculative="ngram",
+        ),
+        "2xh100 32b (tp 2) hicache": tune(
+            gpus("2xh100"), shape("32b"), SiteNeeds(32768, 32, 768), model_path="/m/32b"
+        ),
     }
     return {name: list(plan.workers) for name, plan in plans.items()}
 
@@ -99,7 +122,7 @@ def test_sglang_reads_every_tuned_launch_as_meant() -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     read = json.loads(done.stdout.strip().splitlines()[-1])
-    assert len(read) == len(workers) == 1 + 1 + 2 + 1 + 8 + 1
+    assert len(read) == len(workers) == 1 + 1 + 2 + 1 + 8 + 1 + 1 + 1 + 1
     ports = set()
     for (name, worker), values in zip(workers, read, strict=True):
         argv = list(worker.argv)
@@ -115,6 +138,17 @@ def test_sglang_reads_every_tuned_launch_as_meant() -> None:
         for flag, field in SWITCHES.items():
             assert values[field] is (flag in argv), (name, flag)
         ports |= {values["port"], values["nccl_port"]}
+        if "--speculative-algorithm" in argv:
+            # NGRAM's draft tree (topk = breadth > 1) refuses a page size > 1 outside
+            # flashinfer (sglang 0.5.23 speculative_hook.py _handle_ngram); mixed chunk is off
+            assert values["page_size"] is None and "--enable-mixed-chunk" not in argv, name
+    # the HiCache boxes really run HiCache with page size and write policy; NGRAM boxes NGRAM
+    named = {n: v for (n, _w), v in zip(workers, read, strict=True)}
+    assert named["h200 8b hicache"]["page_size"] == 64
+    assert named["h200 8b hicache"]["hicache_write_policy"] == "write_through"
+    assert named["h200 8b hicache ngram"]["enable_hierarchical_cache"] is True
+    assert named["h100 8b ngram"]["speculative_algorithm"] == "NGRAM"
+    assert named["h100 8b ngram"]["max_running_requests"] <= 48
     # no two workers of a box share a port (HTTP or NCCL) across the whole table's 8-way box
     eight = [v for (n, _w), v in zip(workers, read, strict=True) if n.startswith("8x")]
     assert len({v["port"] for v in eight} | {v["nccl_port"] for v in eight}) == 16

@@ -15,7 +15,9 @@ from support.paths import FIXTURES, REPO
 
 from engine.sglang.gateway import GatewayConfig, gateway_for
 from engine.sglang.gpu_info import GpuInfo, match_profile, parse_nvidia_smi
+from engine.sglang.hicache import hicache_for, usable_host_gb
 from engine.sglang.model_shape import ModelShape, shape_from_config
+from engine.sglang.speculative import without_incompatible
 from engine.sglang.tuning import BoxPlan, DoesNotFit, LaunchPlan, SiteNeeds, tune
 from engine.sglang.units import exec_start, gateway_spec, render_unit, server_spec
 
@@ -208,10 +210,54 @@ def test_no_idle_gpus_one_worker_per_gpu_group() -> None:
 
 def test_hicache_when_host_ram_allows() -> None:
     plan = plan_for("h100", "8b", SiteNeeds(32768, 32, 512))
-    # pool 57.6 GB; half of 512 GB = 256 GB -> ratio 4.4 -> capped at 4
-    assert plan.hicache_ratio == 4
-    assert flag(plan, "--hicache-ratio") == "4"
+    # pool 57.6 GB; (512 - 16 - 10.7) x 0.8 = 388 GB usable -> capped at 4 x pool = 230 GB
+    assert plan.hicache_size_gb == 230 and plan.hicache_ratio == 3.9
+    assert flag(plan, "--hicache-size") == "230" and "--hicache-ratio" not in plan.argv
+    assert flag(plan, "--hicache-write-policy") == "write_through"
+    assert flag(plan, "--hicache-io-backend") == "kernel"
+    assert flag(plan, "--hicache-mem-layout") == "page_first"
+    assert flag(plan, "--page-size") == "64" and plan.page_size == 64
     assert plan.argv.count("--enable-hierarchical-cache") == 1
+    # 64 GB: (64 - 26.7) x 0.8 = 29.8 GB < 2 x pool -> off, SGLang's page size 1
+    off = plan_for("h100", "8b", SiteNeeds(32768, 32, 64))
+    assert off.hicache_ratio is None and off.hicache_size_gb == 0 and off.page_size == 1
+    assert not any(a.startswith(("--hicache", "--page-size")) for a in off.argv)
+
+
+def test_hicache_sizes_per_worker_and_per_tp_rank() -> None:
+    usable = usable_host_gb(1024)
+    assert usable_host_gb(1024, 2) == pytest.approx(usable / 2)
+    assert usable_host_gb(8) == 0.0
+    # 2 x H100, 8B: two workers, each sized from half the usable RAM
+    two = box_for("2xh100", "8b", SiteNeeds(32768, 64, 512))
+    assert len(two.workers) == 2
+    one = plan_for("h100", "8b", SiteNeeds(32768, 32, 512))
+    pool = one.kv_capacity_tokens * one.kv_bytes_per_token
+    assert all(w.hicache_size_gb == int(usable_host_gb(512, 2)) for w in two.workers)
+    assert two.first.hicache_size_gb * 1e9 <= 4 * pool
+    # tp 2: --hicache-size is per rank, so the worker's share is halved
+    tp2 = box_for("2xh100", "32b", SiteNeeds(32768, 32, 384)).first
+    assert tp2.tp == 2 and tp2.hicache_size_gb == int(usable_host_gb(384) / 2)
+    assert hicache_for(100, 0, 1) is None and hicache_for(100, 1e9, 0) is None
+
+
+def test_ngram_is_an_option_off_by_default() -> None:
+    default = plan_for("h200", "8b", SiteNeeds(32768, 32, 1024))
+    assert default.speculative == "" and not any("speculative" in a for a in default.argv)
+    ngram = plan_for("h200", "8b", SiteNeeds(32768, 32, 1024), speculative="ngram")
+    assert ngram.speculative == "ngram"
+    assert flag(ngram, "--speculative-algorithm") == "NGRAM"
+    assert flag(ngram, "--speculative-num-draft-tokens") == "12"
+    assert flag(ngram, "--speculative-ngram-max-bfs-breadth") == "10"
+    assert flag(ngram, "--speculative-ngram-max-trie-depth") == "18"
+    # SGLang's own cap for speculative servers; HiCache stays, at page size 1 (draft tree)
+    assert ngram.max_running_requests == 48 < default.max_running_requests
+    assert "--enable-hierarchical-cache" in ngram.argv and "--page-size" not in ngram.argv
+    assert ngram.page_size == 1
+    argv = ["--enable-mixed-chunk", "--tp-size", "1"]
+    assert without_incompatible(argv) == ["--tp-size", "1"]
+    with pytest.raises(ValueError):
+        plan_for("h100", "8b", speculative="eagle")
 
 
 def test_capacity_decreases_with_context_and_context_is_capped() -> None:

@@ -313,8 +313,17 @@ def test_install_sh_renders_the_h200_launch_without_installing(tmp_path: Path) -
     argv = exec_start(unit)
     assert argv[argv.index("--mem-fraction-static") + 1] == "0.9"
     assert argv[argv.index("--model-path") + 1] == str(model)
+    assert "--speculative-algorithm" not in argv  # NGRAM is off unless asked for
     config = load_config(prefix / "etc" / "appliance" / "appliance.toml", environ={})
     assert config.profile == "h200" and config.engine.model_path == str(model)
+    # asked for, NGRAM speculative decoding is in the tuned launch (and remembered)
+    again = subprocess.run(
+        [*done.args, "--speculative", "ngram"], capture_output=True, text=True, timeout=120
+    )
+    assert again.returncode == 0, again.stderr
+    argv = exec_start((prefix / "systemd" / "appliance-engine.service").read_text())
+    assert argv[argv.index("--speculative-algorithm") + 1] == "NGRAM"
+    assert "--enable-mixed-chunk" not in argv
     bad = subprocess.run(
         ["bash", str(INSTALL_SH), "--purge"], capture_output=True, text=True, timeout=60
     )

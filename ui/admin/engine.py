@@ -31,11 +31,18 @@ def status_markdown(status: dict, sampler_error: str = "") -> str:
         lines.append(f"\n⚠️ {status['error']}")
     if sampler_error:
         lines.append(f"\n⚠️ metrics: {sampler_error}")
+    if status.get("cached_by_source"):
+        lines.append(f"\ncached prompt tokens by source: {_sources(status['cached_by_source'])}")
     lines += ["", "| launch argument | value |", "|---|---|"]
     lines += [f"| `{k}` | {v} |" for k, v in status.get("launch", {}).items()]
     if status.get("gateway"):
         lines += gateway_lines(status["gateway"])
     return "\n".join(lines)
+
+
+def _sources(counts: dict[str, float]) -> str:
+    """``device 3,064 · host 1,000`` (GPU and HiCache host RAM); ``?`` when not reported."""
+    return " · ".join(f"{k} {v:,.0f}" for k, v in counts.items()) if counts else "?"
 
 
 def _pct(value: float | None) -> str:
@@ -56,14 +63,16 @@ def gateway_lines(gateway: dict) -> list[str]:
         total = len(gateway["workers"])
         head = f"**Gateway** `{gateway['url']}` · {ready} · {healthy}/{total} workers healthy"
     lines = ["", head, "", "| worker | health | running | queue | KV usage | cache hit rate |"]
-    lines.append("|---|---|---|---|---|---|")
+    lines[-1] += " cached tokens by source |"
+    lines.append("|---|---|---|---|---|---|---|")
     for w in gateway["workers"]:
         health = "healthy" if w["healthy"] else f"**{w['status']}**"
         if w["error"]:
             health += f" (metrics: {w['error'][:80]})"
         lines.append(
             f"| `{w['url']}` | {health} | {_count(w['running'])} | {_count(w['queue'])} | "
-            f"{_pct(w['kv_usage'])} | {_pct(w['cache_hit_rate'])} |"
+            f"{_pct(w['kv_usage'])} | {_pct(w['cache_hit_rate'])} | "
+            f"{_sources(w.get('cached_by_source', {}))} |"
         )
     if gateway["metrics"]:
         counters = " · ".join(f"{k} {v:.0f}" for k, v in gateway["metrics"].items())

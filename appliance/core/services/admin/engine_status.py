@@ -3,6 +3,7 @@ and the audited cache flush."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict
 
 import httpx
@@ -29,6 +30,11 @@ SGLANG_ARGS = (
     "radix_eviction_policy",
     "enable_hierarchical_cache",
     "hicache_ratio",
+    "hicache_size",
+    "hicache_write_policy",
+    "page_size",
+    "speculative_algorithm",
+    "speculative_num_draft_tokens",
     "grammar_backend",
     "kv_cache_dtype",
     "dtype",
@@ -44,6 +50,16 @@ GATEWAY_METRICS = (
     "worker_health_checks_total",
     "worker_cb_transitions_total",
 )
+
+
+def cached_by_source(metrics: dict[str, float]) -> dict[str, float]:
+    """Prompt tokens served from GPU (``device``) and host RAM (``host``, HiCache), and from
+    HiCache storage where used, as SGLang labels ``cached_tokens_total``; empty when it does
+    not (``engine.sglang.metrics_scrape``)."""
+    out = {s: metrics.get(f"cached_tokens_{s}_total") for s in ("device", "host", "storage")}
+    if out["device"] is None:
+        return {}
+    return {s: v for s, v in out.items() if v is not None and (v or s != "storage")}
 
 
 def gateway_summary(url: str, workers: tuple[str, ...], metrics_url: str) -> dict:
@@ -63,6 +79,7 @@ def gateway_summary(url: str, workers: tuple[str, ...], metrics_url: str) -> dic
                 "queue": m.get("num_queue_reqs"),
                 "kv_usage": m.get("token_usage"),
                 "cache_hit_rate": m.get("cache_hit_rate"),
+                "cached_by_source": cached_by_source(m),
                 "error": w.error,
             }
         )
@@ -93,6 +110,9 @@ class EngineStatus:
             out.update(backend=self.config.engine.backend, error=str(exc))
         out["launch"] = self.launch_args()
         e = self.config.engine
+        if e.backend == "sglang" and not e.sglang_worker_urls:
+            with contextlib.suppress(EngineError):  # unreachable: already the status's error
+                out["cached_by_source"] = cached_by_source(self.engine.metrics())
         if e.backend == "sglang" and e.sglang_worker_urls:
             metrics = e.gateway_metrics_url or default_metrics_url(e.sglang_url)
             out["gateway"] = gateway_summary(e.sglang_url, e.sglang_worker_urls, metrics)
