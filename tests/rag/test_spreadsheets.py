@@ -116,3 +116,52 @@ def test_an_xlsx_that_unpacks_too_far_is_refused() -> None:
         zf.writestr("xl/media/padding.bin", b"\x00" * (3 << 20))
     with pytest.raises(ParseError, match="zip bomb"):
         parse_file("bomb.xlsx", out.getvalue(), limits=GuardLimits(max_unpacked_bytes=2 << 20))
+
+
+def _xls(sheets: dict[str, list[list[object]]], merges: dict[str, list[tuple]]) -> bytes:
+    """A real BIFF8 workbook (.xls), written by xlwt; ``merges``: (r1, r2, c1, c2), 0-based."""
+    import datetime
+
+    import xlwt
+
+    book = xlwt.Workbook(encoding="utf-8")
+    dated = xlwt.easyxf(num_format_str="YYYY-MM-DD")
+    for name, rows in sheets.items():
+        sheet = book.add_sheet(name)
+        merged = {(r1, c1): (r2, c2) for r1, r2, c1, c2 in merges.get(name, [])}
+        for r, row in enumerate(rows):
+            for c, value in enumerate(row):
+                if value is None:
+                    continue
+                style = dated if isinstance(value, datetime.date) else xlwt.Style.default_style
+                if (r, c) in merged:
+                    r2, c2 = merged[(r, c)]
+                    sheet.write_merge(r, r2, c, c2, value, style)
+                else:
+                    sheet.write(r, c, value, style)
+    out = io.BytesIO()
+    book.save(out)
+    return out.getvalue()
+
+
+def test_a_real_xls_reads_every_sheet_merged_cells_numbers_and_dates() -> None:
+    import datetime
+
+    data = _xls(
+        {
+            "요약": [["항목", "값"], ["부서", "총무팀"]],
+            "셔틀": [["노선", "출발"], ["강남 순환", "08:15"], [None, "09:15"], ["판교", 3]],
+            "일정": [["행사", "날짜"], ["창립 기념일", datetime.date(2026, 3, 16)]],
+        },
+        merges={"셔틀": [(1, 2, 0, 0)]},
+    )
+    assert data.startswith(b"\xd0\xcf\x11\xe0")  # an OLE compound file, as Excel writes
+    sheets = texts(parse_file("office.xls", data))
+    assert list(sheets) == ["요약", "셔틀", "일정"]
+    assert sheets["요약"].splitlines()[-1] == "항목: 부서, 값: 총무팀"
+    assert sheets["셔틀"].splitlines()[-3:] == [
+        "노선: 강남 순환, 출발: 08:15",
+        "노선: 강남 순환, 출발: 09:15",  # merged down
+        "노선: 판교, 출발: 3",  # a number as written, not 3.0
+    ]
+    assert "창립 기념일" in sheets["일정"] and "2026-03-16" in sheets["일정"]
