@@ -141,9 +141,14 @@ def check(answer: str, grounding: TurnGrounding) -> AnswerCheck:
 def extractive_answer(sentences: Sequence[CardSentence], question: str) -> str:
     """The card as the answer: one sentence a line, each with its citation; a plain "not
     found" (in the question's language) when no sentence of the sources answers it."""
+    return card_answer([(s.text, s.number) for s in sentences], question)
+
+
+def card_answer(sentences: Sequence[tuple[str, int]], question: str) -> str:
+    """``extractive_answer`` of (text, number) pairs (a stored card's, too)."""
     if not sentences:
         return NONE_FOUND["ko" if HANGUL.search(question) else "en"]
-    return "\n".join(f"{s.text} [{s.number}]" for s in sentences)
+    return "\n".join(f"{text} [{number}]" for text, number in sentences)
 
 
 def stored_verdicts(result: AnswerCheck) -> dict[str, Any]:

@@ -23,9 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from appliance.core.services.grounding import NONE_FOUND
+from appliance.core.services.grounding import card_answer
 from appliance.core.services.turn_history import StoredTurn
-from rag.sentences import HANGUL
 
 # may the reader read this chunk now (by id): ``KnowledgeBase.readable``
 Readable = Callable[[int], bool]
@@ -83,6 +82,5 @@ def shown_answer(
     cited = redacted_citations(citations, readable)
     if len(kept) == len(card) or mode != "extractive":
         return ShownAnswer(answer, cited, kept)
-    if not kept:
-        return ShownAnswer(NONE_FOUND["ko" if HANGUL.search(question) else "en"], cited, [], False)
-    return ShownAnswer("\n".join(f"{s['text']} [{s['number']}]" for s in kept), cited, kept, False)
+    remade = card_answer([(s["text"], s["number"]) for s in kept], question)
+    return ShownAnswer(remade, cited, kept, False)
