@@ -79,6 +79,17 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("pg_url")
 
 
+@pytest.fixture()
+def db(db_url: str):  # noqa: ANN201
+    """A migrated database on each backend (``db_url``), disposed after the test."""
+    from appliance.core.db.session import Database
+
+    database = Database(db_url)
+    database.migrate()
+    yield database
+    database.dispose()
+
+
 def make_config(data_dir: Path, model_dir: Path, **sections):  # noqa: ANN003, ANN201
     """A config for tests: small answers, the prepared model, everything under ``data_dir``."""
     from appliance.core.config import load_config

@@ -4,9 +4,6 @@ disabling a user revokes their keys, so re-enabling them brings none back."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from sqlalchemy import select
 
 from appliance.core.auth.service import AuthService
@@ -14,14 +11,6 @@ from appliance.core.auth.throttle import ThrottlePolicy
 from appliance.core.db.models import AuditEvent
 from appliance.core.db.session import Database
 from appliance.core.services.admin.users import AdminUsers
-
-
-@pytest.fixture()
-def db(db_url: str) -> Iterator[Database]:
-    database = Database(db_url)
-    database.migrate()
-    yield database
-    database.dispose()
 
 
 def _events(db: Database, action: str) -> list[dict]:

@@ -8,24 +8,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, timedelta
 
-import pytest
 from sqlalchemy import func, select
 from support.clock import Clock
 
 from appliance.core.auth.throttle import LoginThrottle, ThrottlePolicy
 from appliance.core.db.models import LoginCounter
 from appliance.core.db.session import Database
-
-
-@pytest.fixture()
-def db(db_url: str) -> Iterator[Database]:
-    database = Database(db_url)
-    database.migrate()
-    yield database
-    database.dispose()
 
 
 def test_a_pair_backs_off_doubling_to_the_cap_and_a_success_clears_it(db: Database) -> None:
