@@ -47,10 +47,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     try:
         if args.reindex:
             _reindex(appliance.knowledge, tqdm)
-        files: list[Path] = []
-        for path in map(Path, args.paths):
-            files.extend(files_in(path) if path.is_dir() else [path])
-        bar = tqdm(total=len(files), unit="file", desc="ingest", file=sys.stderr)
+        # a folder's files are named by their path below it; a file given alone by its name
+        groups = [
+            (files_in(path), path) if path.is_dir() else ([path], None)
+            for path in map(Path, args.paths)
+        ]
+        bar = tqdm(
+            total=sum(len(f) for f, _ in groups), unit="file", desc="ingest", file=sys.stderr
+        )
 
         def report(r: IngestResult) -> None:
             line = f"{r.status:9} {r.name}"
@@ -59,9 +63,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             tqdm.write(line, file=sys.stdout)
             bar.update(1)
 
-        results = appliance.ingest.ingest_paths(
-            files, collection=args.collection, actor="cli", progress=report
-        )
+        results = [
+            result
+            for files, root in groups
+            for result in appliance.ingest.ingest_paths(
+                files, collection=args.collection, actor="cli", progress=report, root=root
+            )
+        ]
         bar.close()
         return 1 if any(r.status == "error" for r in results) else 0
     finally:

@@ -3,15 +3,17 @@ uploaded files.
 
 A collection name is letters (any script, Hangul included), digits, spaces, ``-``, ``_`` and
 ``.`` (not first), 1 to 64 characters: no ``/`` (it would not fit a URL path segment) and no
-markup. A file name is stored as its base name only, without control or format characters,
-NFC, at most 255 characters with its extension kept; the name as given is kept apart for
-display.
+markup. An uploaded file is stored under its base name only, without control or format
+characters, NFC, at most 255 characters with its extension kept; the name as given is kept
+apart for display. A file of an ingested folder is stored under its path below the folder
+(``stored_path``), so that same-named files in two folders stay two documents.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 from appliance.core.text import escaped_controls
 
@@ -73,6 +75,16 @@ def stored_filename(name: str) -> str:
     ext = f".{suffix.strip()}" if suffix else ""
     stem = stem.strip(" .") or _FALLBACK_STEM
     return stem[: FILENAME_MAX - len(ext)].rstrip(" .") + ext
+
+
+def stored_path(parts: Sequence[str]) -> str:
+    """The name a file of an ingested folder is stored under: its path below the folder, each
+    part cleaned as ``stored_filename`` cleans a name, joined by ``/`` (no ``.``, ``..`` or
+    empty parts), at most ``GIVEN_NAME_MAX`` characters. Two ``index.html`` in two folders
+    are two documents; the same path ingested again is a new version of one."""
+    kept = [p for p in parts if p.strip() not in ("", ".", "..")]
+    path = "/".join(stored_filename(p) for p in kept) or stored_filename("")
+    return path if len(path) <= GIVEN_NAME_MAX else path[-GIVEN_NAME_MAX:].lstrip("/")
 
 
 def given_filename(name: str) -> str:

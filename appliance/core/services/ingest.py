@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +22,13 @@ from sqlalchemy import func, select
 
 from appliance.core.db.models import AuditEvent, Chunk, Document, IngestionRun
 from appliance.core.db.session import Database
-from appliance.core.names import InvalidName, collection_name, given_filename, stored_filename
+from appliance.core.names import (
+    InvalidName,
+    collection_name,
+    given_filename,
+    stored_filename,
+    stored_path,
+)
 from appliance.core.services.knowledge import KnowledgeBase, embedding_text
 from rag.chunking import TokenCounter, chunk_sections
 from rag.ocr import OcrSettings
@@ -57,6 +63,16 @@ def files_in(folder: Path) -> list[Path]:
     )
 
 
+def _folders_below(path: Path, root: Path | None) -> tuple[str, ...]:
+    """The folders between ``root`` and ``path`` (none when it is not below ``root``)."""
+    if root is None:
+        return ()
+    try:
+        return path.parent.relative_to(root).parts
+    except ValueError:
+        return ()
+
+
 class IngestService:
     def __init__(
         self,
@@ -77,12 +93,20 @@ class IngestService:
         self.ocr = ocr  # None: OCR is off (images and scanned pages are refused)
 
     def ingest_bytes(
-        self, name: str, data: bytes, collection: str = "default", actor: str = "system"
+        self,
+        name: str,
+        data: bytes,
+        collection: str = "default",
+        actor: str = "system",
+        folders: Sequence[str] = (),
     ) -> IngestResult:
         """Ingest one file; every attempt is recorded as an ``IngestionRun`` row. ``name`` is
-        the name the file came with; the result and the row carry the name it is stored as."""
+        the name the file came with, ``folders`` the folders it sits in below an ingested
+        folder; the result and the row carry the name it is stored as, which is the
+        document's identity in its collection (the same name again is a new version)."""
         started = time.perf_counter()
-        given, name = name, stored_filename(name)
+        given = "/".join([*folders, name])
+        name = stored_path([*folders, name]) if folders else stored_filename(name)
         try:
             collection = collection_name(collection)
         except InvalidName as exc:
@@ -197,22 +221,27 @@ class IngestService:
         collection: str = "default",
         actor: str = "system",
         progress: Callable[[IngestResult], None] | None = None,
+        root: Path | None = None,
     ) -> list[IngestResult]:
+        """Ingest files; each is named by its path below ``root`` (the folder they were
+        found in), else by its own name."""
         results = []
         for path in paths:
+            folders = _folders_below(path, root)
             try:
                 data = path.read_bytes()
             except OSError as exc:
                 result = IngestResult(path.name, "error", error=f"cannot read: {exc.strerror}")
             else:
-                result = self.ingest_bytes(path.name, data, collection, actor)
+                result = self.ingest_bytes(path.name, data, collection, actor, folders)
             results.append(result)
             if progress:
                 progress(result)
         return results
 
     def ingest_folder(self, folder: Path, **kwargs) -> list[IngestResult]:  # noqa: ANN003
-        return self.ingest_paths(files_in(folder), **kwargs)
+        """Every supported file below ``folder``, each named by its path below it."""
+        return self.ingest_paths(files_in(folder), root=folder, **kwargs)
 
     def document_count(self) -> int:
         with self.db.session() as s:
