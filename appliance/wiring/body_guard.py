@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from appliance.api.bearer import bearer_token
 from appliance.core.auth.principal import Principal
-from appliance.wiring.role_check import cookie_token, role_refusal
+from appliance.wiring.role_check import cookie_token, refusal, role_refusal
 
 Credential = Literal["bearer", "cookie"]
 
@@ -40,10 +40,6 @@ class UploadRoute:
 
 class _TooLarge(Exception):
     pass
-
-
-def _refusal(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"detail": detail}, status, headers)
 
 
 class BodyGuard:
@@ -74,9 +70,9 @@ class BodyGuard:
         headers = Headers(scope=scope)
         upload = self.uploads.get((scope["method"], scope["path"]))
         if upload is not None:
-            refusal = await self._check_admin(upload, headers)
-            if refusal is not None:
-                await refusal(scope, receive, send)
+            refused = await self._check_admin(upload, headers)
+            if refused is not None:
+                await refused(scope, receive, send)
                 return
         limit = self.upload_limit if upload else self.body_limit
         length = headers.get("content-length")
@@ -95,7 +91,7 @@ class BodyGuard:
     @staticmethod
     def _too_large(limit: int) -> JSONResponse:
         shown = f"{limit / 1024 / 1024:.0f} MB" if limit >= 1024 * 1024 else f"{limit // 1024} KB"
-        return _refusal(413, f"request body too large: the limit here is {shown}")
+        return refusal(413, f"request body too large: the limit here is {shown}")
 
     async def _counted(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         """Run the app, cutting the body off past ``limit`` and answering 413 then."""

@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from appliance.core.auth.principal import Principal
-from appliance.wiring.role_check import cookie_token, role_refusal
+from appliance.wiring.role_check import cookie_token, refusal, role_refusal
 
 API = "/gradio_api/"
 CALLS = ("queue/join", "run/", "api/", "call/")
@@ -47,10 +47,6 @@ class GradioPage:
     uploads: bool
     files: bool
     events: Callable[[], Collection[int]]
-
-
-def _refusal(status: int, detail: str) -> JSONResponse:
-    return JSONResponse({"detail": detail}, status)
 
 
 class GradioGuard:
@@ -85,9 +81,9 @@ class GradioGuard:
             await self.app(scope, receive, send)
             return
         page, route = routed
-        refusal = await self._check(scope, page, route)
-        if refusal is not None:
-            await refusal(scope, receive, send)
+        refused = await self._check(scope, page, route)
+        if refused is not None:
+            await refused(scope, receive, send)
             return
         if scope["method"] == "POST" and route.startswith(CALLS):
             await self._checked_call(scope, receive, send, page)
@@ -96,15 +92,15 @@ class GradioGuard:
 
     async def _check(self, scope: Scope, page: GradioPage, route: str) -> JSONResponse | None:
         if route.startswith("upload"):  # upload, upload_progress
-            return None if page.uploads else _refusal(404, "this page takes no uploads")
+            return None if page.uploads else refusal(404, "this page takes no uploads")
         if route.startswith("proxy="):
-            return _refusal(403, "nothing is fetched from elsewhere")
+            return refusal(403, "nothing is fetched from elsewhere")
         if route.startswith(("file=", "file/")):
             target = unquote(route[5:]).strip().lower()
             if "://" in target or target.startswith(("//", "http:", "https:")):
-                return _refusal(403, "nothing is fetched from elsewhere")
+                return refusal(403, "nothing is fetched from elsewhere")
             if not page.files:
-                return _refusal(404, "this page hands out no files")
+                return refusal(404, "this page hands out no files")
             return await self._check_role(scope, page)
         return None
 
@@ -131,7 +127,7 @@ class GradioGuard:
                 break
         body = b"".join(chunks)
         if size <= MAX_CALL_BODY and not _known_event(body, page.events()):
-            await _refusal(422, "no such event on this page")(scope, receive, send)
+            await refusal(422, "no such event on this page")(scope, receive, send)
             return
         replayed = False
 

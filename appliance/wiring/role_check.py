@@ -1,5 +1,5 @@
-"""The role check the request guards share: a session token (a bearer token or the browser's
-cookie), resolved off the event loop, and the refusal a request without the role gets."""
+"""What the request guards share: the role check of a session token (a bearer token or the
+browser's cookie), resolved off the event loop, and the JSON refusal a guard answers with."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from starlette.requests import cookie_parser
 from starlette.responses import JSONResponse
 
 from appliance.core.auth.principal import Principal
+
+BEARER = {"WWW-Authenticate": "Bearer"}
 
 
 def cookie_token(headers: Headers, cookie: str) -> str | None:
@@ -24,14 +26,15 @@ async def role_refusal(
     """None when ``token`` is a live session (an admin's, when ``admin``); else the 401 or
     403 to answer."""
     if not token:
-        return _refusal(401, "sign in first: no session")
+        return refusal(401, "sign in first: no session", BEARER)
     who = await run_in_threadpool(resolve, token)
     if who is None:
-        return _refusal(401, "invalid or expired session")
+        return refusal(401, "invalid or expired session", BEARER)
     if admin and not who.is_admin:
-        return JSONResponse({"detail": "administrators only"}, 403)
+        return refusal(403, "administrators only")
     return None
 
 
-def _refusal(status: int, detail: str) -> JSONResponse:
-    return JSONResponse({"detail": detail}, status, {"WWW-Authenticate": "Bearer"})
+def refusal(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """A guard's answer: ``{"detail": ...}`` with ``status`` (never the request repeated)."""
+    return JSONResponse({"detail": detail}, status, headers)
