@@ -78,20 +78,21 @@ def error_note(kind: ErrorKind, message: str, lang: str) -> str:
     class names the kind (``turn-note busy``, ``unavailable`` or ``other``), for tests and the
     load bench's browsers."""
     if kind in ("busy", "unavailable"):
-        head, name = t(lang, f"error.{kind}"), kind
-    else:
-        head, name = t(lang, "error.other", message=message), "other"
+        return _kept_note(t(lang, f"error.{kind}"), kind, lang)
+    return _kept_note(t(lang, "error.other", message=message), "other", lang)
+
+
+def _kept_note(head: str, classes: str, lang: str) -> str:
+    """A turn that ended without an answer: ``head``, then that the question was kept."""
     note = f"⚠️ **{html.escape(head)}** {html.escape(t(lang, 'error.keep'))}"
-    return f"<span class='turn-note {name}'>{note}</span>"
+    return f"<span class='turn-note {classes}'>{note}</span>"
 
 
 def refused_note(reason: str, limit: int, lang: str) -> str:
     """The chat bubble for a turn the line refused (``TurnRefused``): the user already has
     ``limit`` questions in it ("yours"), or ``limit`` questions already wait ("full"). Its
     class is ``turn-note busy``: the engine is busy for this user; nothing was lost."""
-    head = t(lang, f"error.{reason}", n=limit)
-    note = f"⚠️ **{html.escape(head)}** {html.escape(t(lang, 'error.keep'))}"
-    return f"<span class='turn-note busy {reason}'>{note}</span>"
+    return _kept_note(t(lang, f"error.{reason}", n=limit), f"busy {reason}", lang)
 
 
 def waiting_note(ahead: int, lang: str) -> str:
