@@ -21,6 +21,9 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
             >/dev/null 2>&1 || echo "note: could not install$wanted; the tests that need it skip"
     fi
 fi
+# the real identity servers of the sign-in tests: slapd (apt) and an OpenID Provider (npm);
+# best effort, those tests skip and say why without them
+bash scripts/directory_test_servers.sh
 # SGLang's own argument parser, in a scratch venv, checks the tuned GPU launches; best effort:
 # without it (no network on a first run) that test skips and says why
 bash scripts/sglang_args_env.sh >/dev/null 2>&1 \

@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 from support.paths import MODELS_CACHE
 
+# the real LDAP and OIDC servers of the sign-in tests (slapd_server, oidc_provider, ...)
+pytest_plugins = ["support.directory_fixtures"]
+
 PG_ADMIN_URL = os.environ.get("TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing leaves the box, in tests too

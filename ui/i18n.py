@@ -19,6 +19,16 @@ STRINGS: dict[str, dict[str, str]] = {
         "login.submit": "Sign in",
         "login.failed": "Wrong username or password.",
         "login.locked": "Too many failed attempts. Try again in {seconds} seconds.",
+        "login.directory_down": "The company directory cannot be reached right now. "
+        "Try again shortly, or ask an administrator.",
+        "login.directory_refused": "Your company account may not use this appliance "
+        "(no group that admits it, or a local account has that name). Ask an administrator.",
+        "login.oidc": "Sign in with {provider}",
+        "login.or": "or with an account of this appliance",
+        "login.oidc_failed": "The sign-in with your company account could not be completed. "
+        "Start again.",
+        "login.oidc_down": "The company sign-in service cannot be reached right now. "
+        "Try again shortly, or use an account of this appliance.",
         "login.expired": "Your session has ended. Please sign in again.",
         "login.signed_out": "You have signed out.",
         "logout.confirm": "Sign out of the help chat in this browser?",
@@ -124,6 +134,15 @@ STRINGS: dict[str, dict[str, str]] = {
         "login.submit": "로그인",
         "login.failed": "사용자 이름 또는 비밀번호가 올바르지 않습니다.",
         "login.locked": "로그인 실패가 너무 많습니다. {seconds}초 후에 다시 시도하세요.",
+        "login.directory_down": "지금은 회사 디렉터리에 연결할 수 없습니다. "
+        "잠시 후 다시 시도하거나 관리자에게 문의하세요.",
+        "login.directory_refused": "회사 계정으로 이 어플라이언스를 사용할 수 없습니다 "
+        "(허용된 그룹이 없거나 같은 이름의 로컬 계정이 있습니다). 관리자에게 문의하세요.",
+        "login.oidc": "{provider}(으)로 로그인",
+        "login.or": "또는 이 어플라이언스의 계정으로",
+        "login.oidc_failed": "회사 계정 로그인을 완료하지 못했습니다. 다시 시작하세요.",
+        "login.oidc_down": "지금은 회사 로그인 서비스에 연결할 수 없습니다. "
+        "잠시 후 다시 시도하거나 이 어플라이언스의 계정을 사용하세요.",
         "login.expired": "세션이 만료되었습니다. 다시 로그인하세요.",
         "login.signed_out": "로그아웃되었습니다.",
         "logout.confirm": "이 브라우저에서 도움말 채팅을 로그아웃할까요?",

@@ -26,6 +26,7 @@ from appliance.api.unstreamed import TurnJSONResponse
 from appliance.api.validation_errors import install_validation_errors
 from appliance.core.auth.api_keys import ApiKeyError
 from appliance.core.auth.client_address import client_address
+from appliance.core.auth.directory_signin import DIRECTORY_DOWN
 from appliance.core.auth.service import AuthError, AuthService, PasswordThrottled
 from appliance.core.auth.throttle import whole_seconds
 from appliance.core.errors import ChatError
@@ -167,6 +168,9 @@ def _session_routes(
             raise HTTPException(
                 429, f"too many failed logins; try again in {wait} s", {"Retry-After": str(wait)}
             )
+        if result.refused:
+            down = result.refused == DIRECTORY_DOWN
+            raise HTTPException(503 if down else 403, result.refused)
         if result.token is None or result.principal is None:
             raise HTTPException(401, "wrong username or password")
         who = result.principal

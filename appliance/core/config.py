@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from appliance.core.directory_config import DirectoryConfig, LdapConfig, OidcConfig
+
 ENV_PREFIX = "APPLIANCE_"
 log = logging.getLogger(__name__)
 # the sample handbook shipped with the package (ingested on a first start; the benchmarks' QA)
@@ -309,6 +311,9 @@ class AppConfig(_Section):
     security: SecurityConfig = SecurityConfig()
     slo: SloConfig = SloConfig()
     bootstrap: BootstrapConfig = BootstrapConfig()
+    ldap: LdapConfig = LdapConfig()
+    oidc: OidcConfig = OidcConfig()
+    directory: DirectoryConfig = DirectoryConfig()
 
     @property
     def database_url(self) -> str:

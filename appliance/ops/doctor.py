@@ -9,6 +9,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from appliance.core.config import AppConfig
+from appliance.ops.doctor_directory import directory_check
 from appliance.ops.doctor_gateway import gateway_check
 from appliance.ops.doctor_ocr import ocr_check
 from appliance.ops.doctor_runtime import (
@@ -91,6 +92,7 @@ CHECKS: tuple[Callable[[AppConfig], Check], ...] = (
     _model,
     _embeddings,
     ocr_check,
+    directory_check,
     _disk,
     index_check,
     gpu_check,

@@ -11,17 +11,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from appliance.core.auth.service import AuthService, generate_password
-from appliance.core.auth.throttle import ThrottlePolicy
 from appliance.core.config import SAMPLE_CORPUS, AppConfig, ConfigError
 from appliance.core.db.session import Database
 from appliance.core.metrics import AppMetrics
 from appliance.core.services.admin import AdminConsole, build_admin
 from appliance.core.services.chat import ChatService
+from appliance.core.services.directory_settings import DirectorySettingsStore
 from appliance.core.services.grounding import default_answer_mode
 from appliance.core.services.ingest import IngestService
 from appliance.core.services.knowledge import KnowledgeBase
 from appliance.core.services.ocr import ocr_settings
 from appliance.core.services.settings import ChatSettings, SettingsService
+from appliance.wiring.auth import build_auth, directory_settings
 from engine.base import Engine
 from rag.embeddings import Embedder
 from rag.ordering import ContextOrdering, default_ordering
@@ -41,6 +42,8 @@ class Appliance:
     ordering: ContextOrdering
     chat: ChatService
     first_admin_password: str | None = None
+    # the company directory's settings in force (the admin console changes them)
+    directory: DirectorySettingsStore | None = None
     # stopped by close(), before the engine and the database (e.g. the admin metrics sampler)
     on_close: list[Callable[[], None]] = field(default_factory=list)
 
@@ -111,8 +114,8 @@ def build_appliance(
 ) -> Appliance:
     """Start every part in order. ``engine`` and ``embedder`` let tests share loaded models."""
     db = open_database(config)
-    sec = config.security
-    auth = AuthService(db, sec.session_ttl_hours, ThrottlePolicy.from_config(sec))
+    directory = directory_settings(config, db)
+    auth = build_auth(config, db, directory)
     password = bootstrap_admin(config, auth)
     engine = engine or build_engine(config)
     embedder = embedder or Embedder(config.rag.embedding_model_path)
@@ -181,7 +184,7 @@ def build_appliance(
         model_languages=config.engine.written_languages(),
     )
     return Appliance(
-        config, db, auth, engine, knowledge, ingest, settings, ordering, chat, password
+        config, db, auth, engine, knowledge, ingest, settings, ordering, chat, password, directory
     )
 
 
@@ -189,5 +192,13 @@ def build_console(appliance: Appliance, sample_interval_s: float = 5.0) -> Admin
     """The admin console's services over a built appliance (its sampler not yet started)."""
     a = appliance
     return build_admin(
-        a.config, a.db, a.auth, a.engine, a.knowledge, a.ingest, a.settings, sample_interval_s
+        a.config,
+        a.db,
+        a.auth,
+        a.engine,
+        a.knowledge,
+        a.ingest,
+        a.settings,
+        sample_interval_s,
+        a.directory,
     )

@@ -53,7 +53,8 @@ def build_web_app(appliance: Appliance) -> FastAPI:
     (``ui.login.routes``); Gradio asks ``gradio_user`` who is behind each request."""
     conversations = ConversationService(appliance.db, appliance.chat)
     app = build_api(appliance.auth, appliance.chat, appliance.engine, conversations)
-    install_login(app, appliance.auth)
+    directory = appliance.directory.current if appliance.directory else None
+    install_login(app, appliance.auth, directory)
 
     @app.get("/admin", include_in_schema=False)
     def admin_slash() -> RedirectResponse:

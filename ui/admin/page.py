@@ -10,6 +10,7 @@ from appliance.core.auth.service import AuthService
 from appliance.core.services.admin import AdminConsole
 from ui.admin.analytics import build_analytics_tab
 from ui.admin.audit import build_audit_tab
+from ui.admin.directory import build_directory_tab
 from ui.admin.documents import build_documents_tab
 from ui.admin.engine import build_engine_tab
 from ui.admin.planner import build_planner_tab
@@ -48,11 +49,10 @@ def build_admin_page(
             engine_loader, timer = build_engine_tab(console, auth)
             loaders.append(engine_loader)
             build_planner_tab(auth)
-            loaders += [
-                build_settings_tab(console, auth),
-                build_audit_tab(console, auth),
-                build_analytics_tab(console, auth),
-            ]
+            loaders.append(build_settings_tab(console, auth))
+            sign_in = build_directory_tab(console, auth)
+            loaders += [sign_in] if sign_in else []
+            loaders += [build_audit_tab(console, auth), build_analytics_tab(console, auth)]
         step = page.load(gate, None, [who, console_box])
         for loader in loaders:
             step = step.success(loader.fn, None, list(loader.outputs))

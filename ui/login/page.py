@@ -19,6 +19,9 @@ input { width: 100%; box-sizing: border-box; padding: 9px 10px; border: 1px soli
   border-radius: 8px; font-size: 1rem; }
 button { margin-top: 20px; width: 100%; padding: 10px; border: 0; border-radius: 8px;
   background: #4f46e5; color: #fff; font-size: 1rem; cursor: pointer; }
+.sso { display: block; text-align: center; padding: 10px; border: 1px solid #4f46e5;
+  border-radius: 8px; color: #4f46e5; text-decoration: none; margin-bottom: 6px; }
+.or { text-align: center; font-size: .85rem; margin: 10px 0 0; }
 .msg { color: #b42318; background: #fef3f2; padding: 8px 10px; border-radius: 8px; }
 nav { margin-top: 18px; font-size: .85rem; text-align: center; color: #777; }
 """
@@ -37,8 +40,11 @@ def _page(lang: str, title: str, body: str) -> str:
 </main></body></html>"""
 
 
-def render_login(lang: str, message: str = "", username: str = "", next_path: str = "/") -> str:
-    """The whole sign-in page in ``lang``; ``message`` is shown above the form."""
+def render_login(
+    lang: str, message: str = "", username: str = "", next_path: str = "/", provider: str = ""
+) -> str:
+    """The whole sign-in page in ``lang``; ``message`` is shown above the form; with
+    ``provider`` (the OIDC provider's display name), a "Sign in with" button above it."""
     e = html.escape
     switch = " · ".join(
         f"<a href='/login?lang={code}&amp;next={quote(next_path)}' lang='{code}'>{e(name)}</a>"
@@ -47,8 +53,16 @@ def render_login(lang: str, message: str = "", username: str = "", next_path: st
         for code, name in LANGUAGE_NAMES.items()
     )
     note = f"<p class='msg' role='alert'>{e(message)}</p>" if message else ""
+    sso = (
+        f"<a class='sso' id='oidc-login' href='/oidc/login?next={e(quote(next_path))}'>"
+        f"{e(t(lang, 'login.oidc', provider=provider))}</a>"
+        f"<p class='or'>{e(t(lang, 'login.or'))}</p>"
+        if provider
+        else ""
+    )
     body = f"""<p>{e(t(lang, "login.intro"))}</p>
 {note}
+{sso}
 <form method="post" action="/login">
 <input type="hidden" name="next" value="{e(next_path)}">
 <input type="hidden" name="lang" value="{lang}">

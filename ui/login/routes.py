@@ -20,10 +20,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from appliance.core.auth.client_address import client_address
+from appliance.core.auth.directory_accounts import DirectorySettings
+from appliance.core.auth.directory_signin import DIRECTORY_DOWN
 from appliance.core.auth.principal import Principal
 from appliance.core.auth.service import AuthService
 from appliance.core.auth.throttle import whole_seconds
 from ui.i18n import pick, t
+from ui.login.oidc_routes import build_oidc_router
 from ui.login.page import render_login, render_logout
 
 SESSION_COOKIE = "appliance_session"
@@ -55,12 +58,20 @@ def _safe_next(path: str | None) -> str:
     return path
 
 
-def build_login_router(auth: AuthService) -> APIRouter:
+def build_login_router(
+    auth: AuthService, directory: Callable[[], DirectorySettings] | None = None
+) -> APIRouter:
+    """The form, logout and, with ``directory`` (the directory settings in force), the
+    OIDC routes and the "Sign in with" button while OIDC is enabled."""
     router = APIRouter()
     ttl_s = int(auth.ttl.total_seconds())
 
+    def provider() -> str:
+        oidc = directory().oidc if directory else None
+        return oidc.display_name if oidc and oidc.enabled else ""
+
     def page(lang: str, message: str, status: int, username: str = "", nxt: str = "/") -> Response:
-        response = HTMLResponse(render_login(lang, message, username, nxt), status)
+        response = HTMLResponse(render_login(lang, message, username, nxt, provider()), status)
         response.set_cookie(LANG_COOKIE, lang, max_age=365 * 86400, samesite="lax")
         response.headers["Cache-Control"] = "no-store"
         return response
@@ -89,18 +100,25 @@ def build_login_router(auth: AuthService) -> APIRouter:
             response = page(lang, t(lang, "login.locked", seconds=seconds), 429, username, nxt)
             response.headers["Retry-After"] = str(seconds)
             return response
+        if result.refused:
+            down = result.refused == DIRECTORY_DOWN
+            note = t(lang, "login.directory_down" if down else "login.directory_refused")
+            return page(lang, note, 503 if down else 403, username, nxt)
         if result.token is None:
             return page(lang, t(lang, "login.failed"), 401, username, nxt)
         response = RedirectResponse(nxt, status_code=303)
+        set_session(response, request, result.token)
+        return response
+
+    def set_session(response: Response, request: Request, token: str) -> None:
         response.set_cookie(
             SESSION_COOKIE,
-            result.token,
+            token,
             max_age=ttl_s,
             httponly=True,
             samesite="lax",
             secure=request.url.scheme == "https",
         )
-        return response
 
     @router.get("/logout", include_in_schema=False)
     def logout_page(request: Request) -> Response:
@@ -121,6 +139,10 @@ def build_login_router(auth: AuthService) -> APIRouter:
         response.delete_cookie(SESSION_COOKIE)
         return response
 
+    if directory is not None:
+        router.include_router(
+            build_oidc_router(auth, directory, page, set_session, _safe_next, request_language)
+        )
     return router
 
 
@@ -160,7 +182,10 @@ class LoginRedirect:
         await self.app(scope, receive, send_or_redirect)
 
 
-def install_login(app: FastAPI, auth: AuthService) -> None:
-    """Add the login routes and the redirect of signed-out page requests to the form."""
-    app.include_router(build_login_router(auth))
+def install_login(
+    app: FastAPI, auth: AuthService, directory: Callable[[], DirectorySettings] | None = None
+) -> None:
+    """Add the login routes (and the OIDC ones with ``directory``) and the redirect of
+    signed-out page requests to the form."""
+    app.include_router(build_login_router(auth, directory))
     app.add_middleware(LoginRedirect)

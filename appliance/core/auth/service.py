@@ -16,6 +16,8 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import delete, select, update
 
 from appliance.core.auth.api_keys import ApiKeyStore
+from appliance.core.auth.directory_accounts import LOCAL
+from appliance.core.auth.directory_signin import DirectorySignIn
 from appliance.core.auth.principal import DEFAULT_COLLECTIONS, ROLES, Principal
 from appliance.core.auth.throttle import LoginThrottle, ThrottlePolicy
 from appliance.core.db.models import ApiKey, AuditEvent, AuthSession, User, UserCollection
@@ -59,11 +61,14 @@ def _principal(s, user: User) -> Principal:  # noqa: ANN001
 @dataclass(frozen=True)
 class LoginResult:
     """One login attempt: the principal (and, from ``login``, its new session token) for the
-    right password; else ``retry_after`` > 0 when the throttle refused to check it at all."""
+    right password; else ``retry_after`` > 0 when the throttle refused to check it at all, or
+    ``refused``, a reason safe to show, when the company directory refused or could not be
+    asked (``directory_signin``)."""
 
     principal: Principal | None = None
     token: str | None = None
     retry_after: float = 0.0
+    refused: str = ""
 
     @property
     def ok(self) -> bool:
@@ -116,12 +121,18 @@ def _check_new_password(password: str) -> None:
 
 class AuthService:
     """Accounts, sessions and passwords over one database; ``throttle`` sets the login
-    back-off (``ThrottlePolicy.from_config(config.security)``; its defaults otherwise)."""
+    back-off (``ThrottlePolicy.from_config(config.security)``; its defaults otherwise);
+    ``directory`` adds LDAP and OIDC accounts (local accounts only without it)."""
 
     def __init__(
-        self, db: Database, session_ttl_hours: float, throttle: ThrottlePolicy | None = None
+        self,
+        db: Database,
+        session_ttl_hours: float,
+        throttle: ThrottlePolicy | None = None,
+        directory: DirectorySignIn | None = None,
     ) -> None:
         self.db = db
+        self.directory = directory
         self.ttl = timedelta(hours=session_ttl_hours)
         self.throttle = LoginThrottle(db, throttle)
         self.api_keys = ApiKeyStore(db, self.principal_by_id, self.throttle)
@@ -194,6 +205,8 @@ class AuthService:
             user = s.scalar(select(User).where(User.username == username))
             if user is None:
                 raise AuthError(f"no user {username!r}")
+            if user.source != LOCAL:
+                raise AuthError(f"{username!r} signs in through the company directory")
             user.password_hash = hash_password(password)
             ended = s.execute(delete(AuthSession).where(AuthSession.user_id == user.id))
             revoked = s.execute(
@@ -213,6 +226,10 @@ class AuthService:
         principal = self.resolve(token)
         if principal is None:
             raise AuthError("your session has ended; sign in again")
+        with self.db.session() as s:
+            source = s.scalar(select(User.source).where(User.id == principal.user_id))
+        if source != LOCAL:
+            raise AuthError("your password is managed by the company directory; change it there")
         _check_new_password(new)
         if new == current:
             raise AuthError("the new password must differ from the current one")
@@ -255,9 +272,14 @@ class AuthService:
             with self.db.session() as s:
                 s.add(_login_event(shown, "login.locked", client))
             return LoginResult(retry_after=claim.retry_after)
+        if possible and self.directory is not None and self.directory.handles(username):
+            outcome = self.directory.password(username, password, client)
+            if outcome.principal is not None:
+                self.throttle.succeeded(claim)
+            return LoginResult(outcome.principal, refused=outcome.refused)
         with self.db.session() as s:
             user = s.scalar(select(User).where(User.username == username)) if possible else None
-            if user is None or user.disabled:
+            if user is None or user.disabled or user.source != LOCAL:
                 verify_password(self._dummy_hash, password)  # as long as a real check
                 ok = False
             else:
@@ -279,16 +301,27 @@ class AuthService:
         result = self._attempt(username, password, client)
         if result.principal is None:
             return result
+        return LoginResult(result.principal, self.start_session(result.principal))
+
+    def start_session(self, principal: Principal) -> str:
+        """A new session for ``principal`` (already authenticated): its bearer token."""
         token = secrets.token_urlsafe(32)
         with self.db.session() as s:
             s.add(
                 AuthSession(
                     token_hash=_token_hash(token),
-                    user_id=result.principal.user_id,
+                    user_id=principal.user_id,
                     expires_at=datetime.now(UTC) + self.ttl,
                 )
             )
-        return LoginResult(result.principal, token)
+        return token
+
+    def _may_act(self, user: User, api_key: bool) -> bool:
+        """A directory account acts only while its directory confirms it (``DirectoryGate``);
+        asked outside any open transaction (it may write an audit line)."""
+        if user.source == LOCAL:
+            return True
+        return self.directory is not None and self.directory.gate.allows(user, api_key)
 
     def resolve(self, token: str) -> Principal | None:
         with self.db.session() as s:
@@ -302,14 +335,24 @@ class AuthService:
             sess, user = row
             if _aware(sess.expires_at) < datetime.now(UTC) or user.disabled:
                 return None
-            return _principal(s, user)
+        if not self._may_act(user, api_key=False):
+            return None
+        with self.db.session() as s:  # read again: the check may have changed its groups
+            fresh = s.get(User, user.id)
+            return None if fresh is None else _principal(s, fresh)
 
     def principal_by_id(self, user_id: int) -> Principal | None:
+        """The enabled user ``user_id`` acting through an API key (a directory account only
+        while its directory confirms it)."""
         with self.db.session() as s:
             user = s.get(User, user_id)
             if user is None or user.disabled:
                 return None
-            return _principal(s, user)
+        if not self._may_act(user, api_key=True):
+            return None
+        with self.db.session() as s:  # read again: the check may have changed its groups
+            fresh = s.get(User, user.id)
+            return None if fresh is None else _principal(s, fresh)
 
     def principal_for(self, username: str) -> Principal | None:
         with self.db.session() as s:
@@ -317,6 +360,11 @@ class AuthService:
             if user is None or user.disabled:
                 return None
             return _principal(s, user)
+
+    def audit(self, actor: str, action: str, detail: dict) -> None:
+        """Record a sign-in event that happened outside this service (an OIDC refusal)."""
+        with self.db.session() as s:
+            s.add(AuditEvent(actor=escaped_controls(actor)[:64], action=action, detail=detail))
 
     def logout(self, token: str) -> None:
         """End a session (its token stops working at once); audited as ``logout``."""

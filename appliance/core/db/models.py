@@ -36,6 +36,13 @@ class User(Base):
     role: Mapped[str] = mapped_column(String(16), default="staff")  # staff | admin
     disabled: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # where the account lives: local (a password here), ldap or oidc (the company directory;
+    # no password is stored, ``password_hash`` holds an unusable marker)
+    source: Mapped[str] = mapped_column(String(16), default="local", server_default="local")
+    # the directory's id for the account: the LDAP DN, or "<issuer> <subject>" for OIDC
+    external_id: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    # when the directory last confirmed the account (sign-in or account check)
+    confirmed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class UserCollection(Base):

@@ -14,10 +14,12 @@ from appliance.core.config import AppConfig
 from appliance.core.db.session import Database
 from appliance.core.services.admin.analytics import Analytics
 from appliance.core.services.admin.audit import AuditLog
+from appliance.core.services.admin.directory import AdminDirectory
 from appliance.core.services.admin.documents import AdminDocuments, AdminError, Upload
 from appliance.core.services.admin.engine_status import EngineStatus
 from appliance.core.services.admin.sampler import MetricsSampler
 from appliance.core.services.admin.users import AdminUsers
+from appliance.core.services.directory_settings import DirectorySettingsStore
 from appliance.core.services.ingest import IngestService
 from appliance.core.services.knowledge import KnowledgeBase
 from appliance.core.services.settings import SettingsService
@@ -36,6 +38,7 @@ class AdminConsole:
     engine: EngineStatus
     sampler: MetricsSampler
     settings: SettingsService
+    directory: AdminDirectory | None = None  # sign-in settings (LDAP, OIDC, group mapping)
 
 
 def build_admin(
@@ -47,6 +50,7 @@ def build_admin(
     ingest: IngestService,
     settings: SettingsService,
     sample_interval_s: float = 5.0,
+    directory: DirectorySettingsStore | None = None,
 ) -> AdminConsole:
     """The admin services over the core's DB, auth, indexes, engine and settings."""
     return AdminConsole(
@@ -58,4 +62,5 @@ def build_admin(
         engine=EngineStatus(engine, config, db),
         sampler=MetricsSampler(engine, db, interval_s=sample_interval_s),
         settings=settings,
+        directory=AdminDirectory(directory) if directory else None,
     )
