@@ -55,12 +55,17 @@ def build_oidc_router(
             clients[oidc] = OidcClient(oidc)
         return clients[oidc]
 
-    def refuse(request: Request, reason: str, status: int, down: bool = False) -> Response:
+    def refuse(
+        request: Request, reason: str, status: int, down: bool = False, used: bool = True
+    ) -> Response:
+        """The login page with a note; ``used``: this browser's started sign-in is over (a
+        callback with another state leaves it be: a hostile link must not end it)."""
         action = "login.oidc.down" if down else "login.oidc.failed"
         auth.audit("(oidc)", action, {"client": client_address(request), "reason": reason[:300]})
         lang = language(request)
         response = page(lang, t(lang, "login.oidc_down" if down else "login.oidc_failed"), status)
-        response.delete_cookie(STATE_COOKIE, path="/oidc")
+        if used:
+            response.delete_cookie(STATE_COOKIE, path="/oidc")
         return response
 
     @router.get("/oidc/login", include_in_schema=False)
@@ -97,12 +102,14 @@ def build_oidc_router(
         query = request.query_params
         state, code = query.get("state") or "", query.get("code") or ""
         if len(state) > MAX_PARAM or len(code) > MAX_PARAM:
-            return refuse(request, "oversized state or code", 400)
+            return refuse(request, "oversized state or code", 400, used=False)
         if not state or state != request.cookies.get(STATE_COOKIE):
-            return refuse(request, "the state does not match this browser's sign-in", 400)
+            return refuse(
+                request, "the state does not match this browser's sign-in", 400, used=False
+            )
         started = pending.take(state)
         if started is None:
-            return refuse(request, "unknown or expired state", 400)
+            return refuse(request, "unknown or expired state", 400, used=False)
         if query.get("error"):
             return refuse(request, f"the provider answered {query.get('error')[:100]}", 400)
         if not code:

@@ -1,6 +1,7 @@
 """OpenID Connect relying party (the I/O edge): the authorization code flow with PKCE (S256),
-``state`` and ``nonce``; authlib's OAuth 2 client speaks to the provider, joserfc (authlib's
-JOSE library) checks the ID token.
+``state`` and ``nonce``; authlib builds the request and the PKCE challenge, httpx speaks to the
+provider (one client library for every call, so one set of transport errors), joserfc
+(authlib's JOSE library) checks the ID token.
 
 What is checked before a sign-in: the discovery document's ``issuer`` is exactly the configured
 one; the ID token is signed by a key of the provider's JWKS with an asymmetric algorithm (never
@@ -20,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from authlib.integrations.httpx_client import OAuth2Client
-from authlib.oauth2 import OAuth2Error
+from authlib.common.urls import add_params_to_uri
+from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
@@ -106,19 +107,6 @@ class OidcClient:
                 raise OidcError(f"the provider's JWKS cannot be read: {exc}") from exc
         return self._keys
 
-    def _client(self, redirect_uri: str) -> OAuth2Client:
-        c = self.config
-        return OAuth2Client(
-            client_id=c.client_id,
-            client_secret=c.client_secret or None,
-            token_endpoint_auth_method="client_secret_basic" if c.client_secret else "none",
-            scope=c.scopes,
-            redirect_uri=redirect_uri,
-            code_challenge_method="S256",
-            verify=_verify(c),
-            timeout=c.timeout_s,
-        )
-
     def begin(self, redirect_uri: str, next_path: str) -> tuple[Pending, str]:
         """A new sign-in: what to keep, and the provider URL to send the browser to."""
         endpoint = self.discovery()["authorization_endpoint"]
@@ -130,34 +118,60 @@ class OidcClient:
             next_path=next_path,
             started=time.monotonic(),
         )
-        with self._client(redirect_uri) as client:
-            url, _ = client.create_authorization_url(
-                endpoint, state=pending.state, code_verifier=pending.verifier, nonce=pending.nonce
-            )
-        return pending, url
+        params = [
+            ("response_type", "code"),
+            ("client_id", self.config.client_id),
+            ("redirect_uri", redirect_uri),
+            ("scope", self.config.scopes),
+            ("state", pending.state),
+            ("nonce", pending.nonce),
+            ("code_challenge", create_s256_code_challenge(pending.verifier)),
+            ("code_challenge_method", "S256"),
+        ]
+        return pending, add_params_to_uri(endpoint, params)
+
+    def _exchange(self, http: httpx.Client, endpoint: str, pending: Pending, code: str) -> dict:
+        c = self.config
+        form = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": pending.redirect_uri,
+            "code_verifier": pending.verifier,
+        }
+        auth = (c.client_id, c.client_secret) if c.client_secret else None
+        if auth is None:
+            form["client_id"] = c.client_id  # a public client names itself
+        answer = http.post(endpoint, data=form, auth=auth, headers={"Accept": "application/json"})
+        if answer.status_code >= 500:
+            raise ProviderDown(f"the token endpoint answered {answer.status_code}")
+        token = answer.json()
+        if answer.status_code != 200 or not isinstance(token, dict):
+            error = token.get("error") if isinstance(token, dict) else answer.status_code
+            raise OidcError(f"the provider refused the code: {error}")
+        return token
 
     def finish(self, pending: Pending, code: str) -> dict[str, Any]:
         """Exchange ``code`` (PKCE) and return the verified claims (see the module)."""
         doc = self.discovery()
         try:
-            with self._client(pending.redirect_uri) as client:
-                token = client.fetch_token(
-                    doc["token_endpoint"], code=code, code_verifier=pending.verifier
-                )
+            with httpx.Client(verify=_verify(self.config), timeout=self.config.timeout_s) as http:
+                token = self._exchange(http, doc["token_endpoint"], pending, code)
                 id_token = token.get("id_token")
                 if not isinstance(id_token, str):
                     raise OidcError("the provider sent no ID token")
                 claims = self.verify_id_token(id_token, pending.nonce)
                 missing = {self.config.username_claim, self.config.groups_claim} - set(claims)
-                if missing and isinstance(doc.get("userinfo_endpoint"), str):
-                    info = client.get(doc["userinfo_endpoint"]).json()
+                access = token.get("access_token")
+                if missing and isinstance(doc.get("userinfo_endpoint"), str) and access:
+                    bearer = {"Authorization": f"Bearer {access}"}
+                    info = http.get(doc["userinfo_endpoint"], headers=bearer).json()
                     if not isinstance(info, dict) or info.get("sub") != claims.get("sub"):
                         raise OidcError("userinfo describes another subject")
                     claims = {**info, **claims}
-        except OAuth2Error as exc:
-            raise OidcError(f"the provider refused the code: {exc.error}") from exc
-        except (httpx.HTTPError, ValueError) as exc:
+        except httpx.HTTPError as exc:
             raise ProviderDown(f"the token exchange failed: {exc}") from exc
+        except ValueError as exc:  # not JSON
+            raise OidcError(f"the provider's answer is not JSON: {exc}") from exc
         return claims
 
     def verify_id_token(self, id_token: str, nonce: str) -> dict[str, Any]:
