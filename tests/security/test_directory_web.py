@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
-from appliance.core.db.models import AuditEvent
+from appliance.core.db.models import AuditEvent, User
 
 SESSION = "appliance_session"
+PASSWORD = "password-789"  # the local accounts of own_site
 FILTER = "(&(objectClass=inetOrgPerson)(uid={username})(!(employeeType=disabled)))"
 
 
@@ -90,6 +92,17 @@ def test_oidc_sign_in_maps_groups_and_refuses_what_it_must(
         done, _ = _oidc(site, oidc_idp, "erin", "erin-pass-1")
         erin = site.auth.resolve(done.cookies[SESSION])
         assert (erin.role, erin.collections) == ("staff", frozenset({"hr"}))
+
+        # an OIDC account's API key works oidc.key_hours after its last sign-in, then stops
+        key, _ = site.auth.api_keys.create(erin, "script")
+        assert site.auth.api_keys.authenticate(key).principal.username == "erin"
+        with site.appliance.db.session() as s:
+            s.execute(
+                update(User)
+                .where(User.id == erin.user_id)
+                .values(confirmed_at=datetime.now(UTC) - timedelta(hours=25))
+            )
+        assert site.auth.api_keys.authenticate(key).principal is None
 
         # a group change at the provider applies at the next sign-in
         oidc_idp.remove_from_group("erin", "hr-team")
@@ -220,3 +233,27 @@ def test_sign_in_through_ldap_and_oidc_in_the_browser(
 
 def _cookie(context) -> str:  # noqa: ANN001
     return next(c["value"] for c in context.cookies() if c["name"] == SESSION)
+
+
+@pytest.mark.browser
+def test_the_sign_in_tab_hides_secrets_and_tests_connections(
+    own_site, ldap_directory, oidc_idp, browser
+) -> None:  # noqa: ANN001
+    with _site(own_site, ldap_directory, oidc_idp) as site:
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        page.goto(f"{site.base}/admin/")
+        page.fill("#username", "root")
+        page.fill("#password", PASSWORD)
+        page.click("#login")
+        page.wait_for_selector("#admin-tabs", state="visible", timeout=30_000)
+        page.get_by_role("tab", name="Sign-in").click()
+        secret = page.locator("#dir-ldap-bind_password input, #dir-ldap-bind_password textarea")
+        secret.first.wait_for(timeout=30_000)
+        assert ldap_directory.bind_password not in page.content()
+        assert oidc_idp.client_secret not in page.content()
+        page.click("#dir-ldap-test")
+        page.locator("#dir-ldap-note", has_text="OK: bound as").wait_for(timeout=30_000)
+        page.click("#dir-oidc-test")
+        page.locator("#dir-oidc-note", has_text="signing key").wait_for(timeout=30_000)
+        context.close()

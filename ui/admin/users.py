@@ -14,7 +14,7 @@ from appliance.core.services.admin.users import AdminUsers
 from ui.admin.common import Loader, csv_list, table
 from ui.session import require_admin
 
-USER_COLUMNS = ("username", "role", "status", "collections", "api_keys", "created")
+USER_COLUMNS = ("username", "role", "status", "source", "collections", "api_keys", "created")
 KEY_COLUMNS = ("id", "username", "name", "prefix", "created", "last_used", "status")
 
 

@@ -154,3 +154,38 @@ def test_without_a_directory_a_directory_record_cannot_sign_in(db, ldap_director
     local_only: Callable[[], AuthService] = lambda: AuthService(db, 1.0)  # noqa: E731
     assert local_only().login("alice", "alice-pass-1").principal is None
     assert local_only().login("alice", NO_PASSWORD).principal is None
+
+
+def test_the_console_shows_the_source_and_leaves_groups_to_the_directory(
+    db, ldap_directory
+) -> None:  # noqa: ANN001
+    from appliance.core.services.admin.users import AdminError, AdminUsers
+
+    auth = _auth(db, ldap_directory)
+    auth.login("alice", "alice-pass-1")
+    users = AdminUsers(auth)
+    assert [u["source"] for u in users.list_users()] == ["ldap"]
+    with pytest.raises(AdminError, match="directory groups"):
+        users.set_role("root", "alice", "admin")
+    with pytest.raises(AdminError, match="directory groups"):
+        users.set_collections("root", "alice", ["secret"])
+
+
+def test_test_connection_and_doctor_say_what_failed(db, ldap_directory, tmp_path) -> None:  # noqa: ANN001
+    from appliance.core.services.admin.directory import AdminDirectory
+    from appliance.core.services.directory_settings import DirectorySettingsStore
+
+    settings = DirectorySettings(_ldap(ldap_directory), OidcConfig(), MAPPING)
+    console = AdminDirectory(DirectorySettingsStore(db, settings))
+    ok, detail = console.test("ldap", "root")
+    assert ok and "bound as cn=svc" in detail
+    console.save("ldap", {"bind_password": "wrong-secret"}, "root")
+    ok, detail = console.test("ldap", "root")
+    assert not ok and "service account" in detail
+    ldap_directory.stop()
+    try:
+        ok, detail = console.test("ldap", "root")
+        assert not ok and "cannot reach" in detail
+    finally:
+        ldap_directory.start()
+    assert _actions(db).count("settings.directory.test") == 3

@@ -44,6 +44,7 @@ class AdminUsers:
         return user
 
     def list_users(self) -> list[dict]:
+        """Every account, with where it lives (``source``: local, ldap or oidc)."""
         with self.db.session() as s:
             grants: dict[int, list[str]] = {}
             for uid, coll in s.execute(select(UserCollection.user_id, UserCollection.collection)):
@@ -60,6 +61,7 @@ class AdminUsers:
                     "username": u.username,
                     "role": u.role,
                     "status": "disabled" if u.disabled else "active",
+                    "source": u.source,
                     "collections": "all"
                     if u.role == "admin"
                     else ", ".join(sorted(grants.get(u.id, ["default"]))),
@@ -118,6 +120,7 @@ class AdminUsers:
             user = self._user(s, username)
             if user.role == role:
                 return
+            _managed_here(user)
             if user.role == "admin" and user.username == actor:
                 raise AdminError("you cannot remove your own admin role")
             if user.role == "admin" and not self._other_admins(s, user):
@@ -127,6 +130,8 @@ class AdminUsers:
             self._audit(s, actor, "admin.user.role", detail)
 
     def set_collections(self, actor: str, username: str, collections: list[str]) -> None:
+        with self.db.session() as s:
+            _managed_here(self._user(s, username))
         try:
             principal = self.auth.set_collections(username, collections)
         except AuthError as exc:
@@ -201,3 +206,13 @@ class AdminUsers:
             if key.revoked_at is None:
                 key.revoked_at = datetime.now(UTC)
             self._audit(s, actor, "admin.apikey.revoke", {"id": key.id, "prefix": key.prefix})
+
+
+def _managed_here(user: User) -> None:
+    """A directory account's role and collections follow its groups at every sign-in: a
+    change here would be undone silently, so it is refused with where to make it."""
+    if user.source != "local":
+        raise AdminError(
+            f"{user.username!r} is a {user.source} account: its role and collections follow its "
+            "directory groups (the Sign-in tab's group mapping); change them there"
+        )
