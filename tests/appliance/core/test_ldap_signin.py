@@ -189,3 +189,14 @@ def test_test_connection_and_doctor_say_what_failed(db, ldap_directory, tmp_path
     finally:
         ldap_directory.start()
     assert _actions(db).count("settings.directory.test") == 3
+
+
+def test_groups_can_come_from_a_group_search(db, ldap_directory) -> None:  # noqa: ANN001
+    ldap = _ldap(ldap_directory).model_copy(
+        update={"group_base": ldap_directory.groups_dn, "group_filter": "(member={dn})"}
+    )
+    settings = DirectorySettings(ldap, OidcConfig(), MAPPING)
+    auth = AuthService(db, 1.0, directory=DirectorySignIn(db, lambda: settings))
+    principal = auth.login("alice", "alice-pass-1").principal
+    assert principal.collections == {"hr", "default"}
+    assert auth.login("carol", "carol-pass-1").principal.role == "admin"
