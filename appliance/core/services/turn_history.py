@@ -31,6 +31,7 @@ class StoredTurn:
     sent: SentTurn
     answer: str
     citations: list[dict]
+    question: str = ""  # the question as the user typed it (what a follow-up may carry)
 
 
 def citation_of(stored: dict) -> Citation:
@@ -58,7 +59,7 @@ def stored_turns(conv: Conversation) -> list[StoredTurn]:
     cited = [answer.citations or [] for _user, answer in pairs]
     legacy = rendered_numbers(cited)
     return [
-        StoredTurn(_sent(user, citations, numbers), answer.content, citations)
+        StoredTurn(_sent(user, citations, numbers), answer.content, citations, user.content)
         for (user, answer), citations, numbers in zip(pairs, cited, legacy, strict=True)
     ]
 

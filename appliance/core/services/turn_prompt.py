@@ -17,6 +17,8 @@ from appliance.core.services.settings import ChatSettings
 from appliance.core.services.turn_access import withheld
 from appliance.core.services.turn_history import StoredTurn, sent_pairs
 from engine.base import Engine
+from rag.bm25_tokenizer import Tokenizer
+from rag.followup import retrieval_query
 from rag.layout import Conversation, Layout, Order
 from rag.layout_choice import lay_out
 from rag.ordering import ContextOrdering
@@ -67,6 +69,7 @@ class TurnPrompts:
         self.engine = engine
         self.ordering = ordering
         self.history_turns = history_turns  # earlier turns kept in the prompt (0: none)
+        self.tokenize = Tokenizer().tokenize  # the retriever's lexical terms (rag.followup)
 
     def prepare(
         self,
@@ -77,10 +80,16 @@ class TurnPrompts:
         settings: ChatSettings,
     ) -> PreparedTurn:
         """The turn after ``history`` (the conversation so far), under ``settings``."""
+        # the turns that used a chunk the reader may no longer read stay out of the prompt
+        left_out = withheld(history, self.knowledge.readable(principal.allowed_collections))
+        # a follow-up that leans on the conversation is retrieved with the earlier question's
+        # words; one that names its own subject is retrieved alone (rag.followup)
+        earlier = [t.question for n, t in enumerate(history) if n not in left_out and t.question]
+        query = retrieval_query(question, earlier, self.tokenize)
         retrieved, retrieval_ms = self.knowledge.retrieve(
-            question, settings.top_k, principal.allowed_collections
+            query.text, settings.top_k, principal.allowed_collections
         )
-        candidates, extra_ms = self._candidates(principal, question, settings, retrieved)
+        candidates, extra_ms = self._candidates(principal, query.text, settings, retrieved)
         retrieval_ms += extra_ms
         info = self.engine.info()
         limit = info.context_length - settings.max_new_tokens
@@ -96,8 +105,6 @@ class TurnPrompts:
             return self.ordering.predicted_cached(layout.keys)
 
         pairs = sent_pairs(history)
-        # the turns that used a chunk the reader may no longer read stay out of the prompt
-        left_out = withheld(history, self.knowledge.readable(principal.allowed_collections))
         # keep the last N turns; if the prompt would not fit, drop the cache riders first (they
         # are extras), then the oldest whole turns (their chunks keep their numbers)
         keep = min(self.history_turns, len(pairs))

@@ -282,3 +282,15 @@ def test_continue_is_refused_unless_the_last_answer_was_cut(appliance, staff) ->
     with pytest.raises(ChatError) as err:
         appliance.chat.continue_answer(staff, conv)
     assert err.value.kind == "invalid"
+
+
+def test_a_follow_up_retrieves_what_it_asks(appliance, staff) -> None:  # noqa: ANN001
+    first = ask(appliance, staff, "How many days of annual leave do full-time employees get?")
+    conv = first[-1].conversation_id
+    # a topic change retrieves the new topic's document first, as a first question would
+    vpn = ask(appliance, staff, "How do I reset my VPN password?", conv)
+    assert vpn[0].citations[0].source == "it-vpn-access.md"
+    # a follow-up that leans on the conversation carries its subject
+    staffed = ask(appliance, staff, "What is the IT helpdesk phone extension?")
+    hours = ask(appliance, staff, "What hours is it staffed?", staffed[-1].conversation_id)
+    assert hours[0].citations[0].source == "it-helpdesk.txt"
