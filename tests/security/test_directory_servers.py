@@ -20,7 +20,6 @@ import pytest
 from support.oidc_provider import OidcLoginError
 from support.slapd import LdapToolError
 
-
 CALLBACK = "http://127.0.0.1:9/oidc/callback"  # nothing listens: the code is read, not followed
 
 
@@ -270,13 +269,12 @@ def test_provider_stop_and_restart(oidc_idp) -> None:  # noqa: ANN001
 
 
 @pytest.mark.browser
-def test_a_browser_signs_in_at_the_provider(oidc_idp) -> None:  # noqa: ANN001
-    from support.browser import chromium
-
+def test_a_browser_signs_in_at_the_provider(oidc_idp, browser) -> None:  # noqa: ANN001
     _, challenge = _pkce()
     url = oidc_idp.authorize_url(CALLBACK, state="s-1", nonce="n-1", code_challenge=challenge)
-    with chromium() as browser:
-        page = browser.new_page()
+    context = browser.new_context()  # the suite's one Chromium (tests/security/conftest.py)
+    try:
+        page = context.new_page()
         page.route(f"{CALLBACK}**", lambda route: route.fulfill(body="back at the appliance"))
         page.goto(url)
         page.fill("#login", "alice")
@@ -287,4 +285,6 @@ def test_a_browser_signs_in_at_the_provider(oidc_idp) -> None:  # noqa: ANN001
         page.click("#submit")
         page.wait_for_url(f"{CALLBACK}**")
         back = httpx.URL(page.url)
+    finally:
+        context.close()
     assert back.params["state"] == "s-1" and back.params["code"]
