@@ -8,6 +8,7 @@ it is enabled.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -26,6 +27,9 @@ from appliance.core.db.models import AuditEvent, User
 from appliance.core.db.session import Database
 from appliance.core.directory_config import LdapConfig
 
+# a directory found down is not asked again this soon: a burst of sign-ins would otherwise hold
+# a worker thread each for the whole connect timeout
+RECHECK_DOWN_S = 10.0
 DIRECTORY_DOWN = (
     "The company directory cannot be reached right now. Try again shortly, or ask an administrator."
 )
@@ -90,6 +94,7 @@ class DirectorySignIn:
         self.ldap = ldap
         self.accounts = DirectoryAccounts(db)
         self.gate = DirectoryGate(self.accounts, settings, ldap)
+        self._down_at = -RECHECK_DOWN_S  # monotonic time the directory was last found down
 
     def handles(self, username: str) -> bool:
         """Whether ``username``'s password goes to LDAP: LDAP is on and no local account
@@ -104,9 +109,14 @@ class DirectorySignIn:
         """Check ``username``'s password with LDAP; audited (``login.failed`` for a wrong
         one, ``login.directory.down`` when the directory cannot be asked)."""
         current = self.settings()
+        if time.monotonic() - self._down_at < RECHECK_DOWN_S:
+            detail = {"client": client, "error": "down a moment ago; not asked again yet"}
+            self._audit(username, "login.directory.down", detail)
+            return PasswordSignIn(refused=DIRECTORY_DOWN, checked=False)
         try:
             account = self.ldap(current.ldap).authenticate(username, password)
         except DirectoryDown as exc:
+            self._down_at = time.monotonic()
             self._audit(username, "login.directory.down", {"client": client, "error": str(exc)})
             return PasswordSignIn(refused=DIRECTORY_DOWN, checked=False)
         if account is None:

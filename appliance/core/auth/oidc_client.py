@@ -31,6 +31,9 @@ from appliance.core.directory_config import OidcConfig
 
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA")
 DISCOVERY_TTL_S = 600.0
+# a provider that could not be read is not asked again this soon: a burst of sign-ins while it
+# is down would otherwise hold a worker thread each for the whole timeout
+FAILURE_TTL_S = 10.0
 LEEWAY_S = 60
 
 
@@ -66,6 +69,7 @@ class OidcClient:
         self.config = config
         self._lock = threading.Lock()
         self._discovery: tuple[float, dict[str, Any]] | None = None
+        self._failed: tuple[float, OidcError] | None = None
         self._keys: KeySet | None = None
 
     def _get(self, url: str) -> dict[str, Any]:
@@ -82,9 +86,23 @@ class OidcClient:
 
     def discovery(self) -> dict[str, Any]:
         """The provider's discovery document, checked to name the configured issuer."""
+        now = time.monotonic()
         with self._lock:
-            if self._discovery and time.monotonic() - self._discovery[0] < DISCOVERY_TTL_S:
+            if self._discovery and now - self._discovery[0] < DISCOVERY_TTL_S:
                 return self._discovery[1]
+            if self._failed and now - self._failed[0] < FAILURE_TTL_S:
+                raise self._failed[1]
+        try:
+            doc = self._read_discovery()
+        except OidcError as exc:
+            with self._lock:
+                self._failed = (now, exc)
+            raise
+        with self._lock:
+            self._discovery, self._failed = (now, doc), None
+        return doc
+
+    def _read_discovery(self) -> dict[str, Any]:
         issuer = self.config.issuer.rstrip("/")
         doc = self._get(f"{issuer}/.well-known/openid-configuration")
         if doc.get("issuer") != self.config.issuer:
@@ -95,8 +113,6 @@ class OidcClient:
         for field in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
             if not isinstance(doc.get(field), str):
                 raise OidcError(f"the discovery document has no {field}")
-        with self._lock:
-            self._discovery = (time.monotonic(), doc)
         return doc
 
     def _key_set(self, refresh: bool = False) -> KeySet:
