@@ -51,7 +51,9 @@ def test_oidc_claims_make_an_account_keyed_by_issuer_and_subject() -> None:
 @pytest.mark.parametrize("name", [None, "", "   ", "x" * 65, ["alice"]])
 def test_oidc_claims_without_a_usable_name_are_refused(name: object) -> None:
     with pytest.raises(ClaimsError):
-        oidc_account({"iss": "i", "sub": "s", "preferred_username": name}, "preferred_username", "g")
+        oidc_account(
+            {"iss": "i", "sub": "s", "preferred_username": name}, "preferred_username", "g"
+        )
 
 
 def test_incomplete_provider_configs_are_refused() -> None:
