@@ -1,4 +1,8 @@
-"""Token-based chunking (pure): sections to chunks of at most ``max_tokens`` with overlap.
+"""Chunking (pure): sections to chunks of at most ``max_tokens`` with overlap.
+
+``chunk_document`` is what ingestion uses: the budget is in characters, per language
+(``rag.chunk_budget``), and chunks under a floor are merged (``rag.chunk_floor``);
+``chunk_sections`` does the splitting with any counter (characters there).
 
 Text is split into units: paragraphs; a paragraph too long for one chunk is split into lines
 (list items stay whole), a line too long into sentences, a sentence too long into word runs.
@@ -14,6 +18,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from rag.chunk_budget import ChunkBudget
+from rag.chunk_floor import merge_small
 from rag.types import ChunkDraft, Section
 
 TokenCounter = Callable[[str], int]
@@ -115,3 +121,19 @@ def _draft(ordinal: int, section: Section, units: list[_Unit], count: TokenCount
         token_count=count(text),
         ocr_confidence=section.ocr_confidence,
     )
+
+
+def chunk_document(
+    sections: Iterable[Section],
+    count_tokens: TokenCounter,
+    budget: ChunkBudget | None = None,
+) -> list[ChunkDraft]:
+    """A document's chunks sized by characters, per section's language (``rag.chunk_budget``),
+    with chunks under the floor merged into their neighbours (``rag.chunk_floor``).
+    ``token_count`` is counted with ``count_tokens`` (the engine's tokenizer)."""
+    budget = budget or ChunkBudget()
+    drafts: list[ChunkDraft] = []
+    for section in sections:
+        b = budget.for_text(section.text)
+        drafts.extend(chunk_sections([section], len, b.max_chars, b.overlap_chars))
+    return merge_small(drafts, lambda text: budget.for_text(text).floor_chars, count_tokens)

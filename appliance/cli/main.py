@@ -154,6 +154,10 @@ def cmd_engine_server(args: argparse.Namespace) -> int:
 BENCH_SUITES: dict[str, tuple[str, str]] = {
     "engine": ("appliance.bench.engine_bench", "TTFT, batching and memory of the CPU engine"),
     "index": ("appliance.bench.index_bench", "retrieval latency, recall and ingest speed"),
+    "chunks": (
+        "appliance.bench.chunk_bench",
+        "what ingestion indexes from real HTML, before/after",
+    ),
     "ordering": (
         "appliance.bench.ordering.bench",
         "context ordering: prefill, hit ratio, TTFT and quality vs ContextPilot",

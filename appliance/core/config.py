@@ -129,8 +129,20 @@ class RagConfig(_Section):
     # how retrieved chunks are laid out for prefix-cache reuse; admins can switch it at run time
     ordering: Literal["relevance", "doc_id", "prefix", "contextpilot"] = "prefix"
     # cache riders: retrieve this many candidates beyond top_k; the ``prefix`` ordering sends
+    # superseded by the character budgets below (chunks were sized in the LLM's tokens, which
+    # gave Korean chunks a fifth of an English chunk's text); kept so that old files load
     # those the engine already has cached (no prefill) along, so that later turns find them
     # known. 0 disables
+    # chunk size, overlap and floor (smaller chunks merge into a neighbour) in characters of
+    # English text; Hangul text gets 0.58 of each, as the same content is that much shorter in
+    # Korean (rag.chunk_budget; measured by ``appliance bench chunks``)
+    chunk_chars: int = Field(900, ge=100, le=8000)
+    chunk_overlap_chars: int = Field(110, ge=0)
+    chunk_floor_chars: int = Field(120, ge=0)
+    # a line on at least this share of a collection's documents, and on at least this many,
+    # is site chrome and is not indexed (rag.boilerplate)
+    repeat_min_docs: int = Field(5, ge=2)
+    repeat_min_share: float = Field(0.8, gt=0.0, le=1.0)
     riders: int = Field(6, ge=0, le=32)
     # a follow-up's prompt layout (rag.layout): "append" to the prompt the conversation sent
     # last time, "relay" (documents right after the system prompt, shared with other
@@ -163,6 +175,8 @@ class ChatConfig(_Section):
         "do not contain the answer, say so briefly."
     )
     temperature: float = Field(0.0, ge=0.0, le=2.0)
+        if max(self.chunk_overlap_chars, self.chunk_floor_chars) >= self.chunk_chars:
+            raise ValueError("chunk_overlap_chars and chunk_floor_chars must be below chunk_chars")
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_prompt_chars: int = Field(4000, ge=1)
     history_turns: int = Field(6, ge=0)

@@ -24,6 +24,8 @@ from appliance.core.services.ocr import ocr_settings
 from appliance.core.services.settings import ChatSettings, SettingsService
 from appliance.wiring.auth import build_auth, directory_settings
 from engine.base import Engine
+from rag.boilerplate import RepeatRule
+from rag.chunk_budget import ChunkBudget
 from rag.embeddings import Embedder
 from rag.ordering import ContextOrdering, default_ordering
 
@@ -131,6 +133,10 @@ def build_appliance(
         config.rag.chunk_overlap_tokens,
         config.rag.max_upload_mb * 1024 * 1024,
         ocr=ocr_settings(config.rag),
+        budget=ChunkBudget.from_chars(
+            config.rag.chunk_chars, config.rag.chunk_overlap_chars, config.rag.chunk_floor_chars
+        ),
+        repeats=RepeatRule(config.rag.repeat_min_docs, config.rag.repeat_min_share),
     )
     if config.bootstrap.ingest_sample_corpus and ingest.document_count() == 0:
         results = ingest.ingest_folder(SAMPLE_CORPUS)

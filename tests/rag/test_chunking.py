@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from rag.chunking import chunk_sections
@@ -288,3 +290,76 @@ def test_korean_text_with_char_counter():
     assert len(chunks) > 2
     assert all(c.token_count == len(c.text) <= 60 for c in chunks)
     assert " ".join(c.text for c in chunks) == KOREAN
+
+
+# --- chunk_document: budgets in characters per language, floor merge (issue #31 item 4) --------
+
+from rag.chunk_budget import ChunkBudget, LanguageBudget, scaled  # noqa: E402
+from rag.chunking import chunk_document  # noqa: E402
+
+ENGLISH_TEXT = " ".join(
+    f"Step {i}: open the settings page and check that the service account has access."
+    for i in range(40)
+)
+KOREAN_TEXT = " ".join(
+    f"{i}단계: 설정 페이지를 열고 서비스 계정에 접근 권한이 있는지 확인합니다." for i in range(40)
+)
+
+
+def test_korean_budget_is_the_english_one_scaled() -> None:
+    budget = ChunkBudget()
+    assert budget.for_text(KOREAN_TEXT) is budget.hangul
+    assert budget.for_text(ENGLISH_TEXT) is budget.latin
+    assert budget.hangul.max_chars == round(0.58 * budget.latin.max_chars)
+    assert scaled(LanguageBudget(1000, 100, 100), 0.5) == LanguageBudget(500, 50, 50)
+
+
+def test_korean_and_english_chunks_hold_similar_text_not_similar_tokens() -> None:
+    """A Korean chunk holds the same steps as an English one, whatever the LLM's tokenizer
+    spends on Hangul (here 3 'tokens' a syllable, as the small model's does)."""
+
+    def llm_tokens(text: str) -> int:
+        return sum(3 if "\uac00" <= ch <= "\ud7a3" else 1 for ch in text) // 4
+
+    en = chunk_document([Section("en", ENGLISH_TEXT)], llm_tokens)
+    ko = chunk_document([Section("ko", KOREAN_TEXT)], llm_tokens)
+    steps = lambda cs: statistics.mean(c.text.count(":") for c in cs[:-1])  # noqa: E731
+    assert len(en) > 2 and len(ko) > 2
+    assert abs(steps(en) - steps(ko)) <= 0.35 * steps(en)  # about as many steps per chunk
+    assert all(len(c.text) <= ChunkBudget().latin.max_chars for c in en)
+    assert all(len(c.text) <= ChunkBudget().hangul.max_chars for c in ko)
+    assert all(c.token_count == llm_tokens(c.text) for c in en + ko)
+
+
+def test_a_small_section_joins_the_next_chunk_with_its_heading() -> None:
+    sections = [
+        Section("ecpg", "ecpg — embedded SQL C preprocessor"),
+        Section("Description", "ecpg is the embedded SQL preprocessor for C programs. " * 6),
+    ]
+    chunks = chunk_document(sections, words)
+    assert len(chunks) == 1
+    assert chunks[0].section == "Description"
+    assert chunks[0].text.startswith("ecpg\necpg — embedded SQL C preprocessor\necpg is")
+
+
+def test_a_small_last_chunk_joins_the_previous_one() -> None:
+    body = "The archive command copies each WAL segment to the archive location. " * 3
+    sections = [Section("Archiving", body.strip()), Section("See Also", "pg_basebackup")]
+    chunks = chunk_document(sections, words)
+    assert len(chunks) == 1
+    assert chunks[0].section == "Archiving"
+    assert chunks[0].text.endswith("\nSee Also\npg_basebackup")
+
+
+def test_a_small_tail_does_not_repeat_its_overlap() -> None:
+    budget = ChunkBudget(LanguageBudget(100, 40, 30), LanguageBudget(60, 20, 20))
+    text, vocab = _sentences(7, 3)  # the last chunk would be overlap plus a short tail
+    chunks = chunk_document([Section("S", text)], words, budget)
+    assert all(len(c.text) >= 30 for c in chunks)
+    _assert_covers_in_order(chunks, vocab)
+    assert [c.ordinal for c in chunks] == list(range(len(chunks)))
+
+
+def test_a_one_line_document_stays_one_small_chunk() -> None:
+    chunks = chunk_document([Section("", "Short note.")], words)
+    assert [(c.text, c.token_count) for c in chunks] == [("Short note.", 2)]

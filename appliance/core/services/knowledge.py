@@ -22,6 +22,7 @@ from appliance.core.db.models import Chunk, Document
 from appliance.core.db.session import Database
 from rag.answer_cues import question_cues
 from rag.bm25 import BM25Index
+from rag.dedupe import collapse
 from rag.embeddings import Embedder
 from rag.evidence import EvidenceCandidate, EvidenceSpan, rank_evidence
 from rag.hybrid import HybridRetriever
@@ -216,7 +217,8 @@ class KnowledgeBase:
         self, query: str, k: int, collections: frozenset[str] | None = None
     ) -> tuple[list[RetrievedChunk], float]:
         """Top-k chunks for ``query`` within ``collections`` (None: all), and the time it took
-        in milliseconds."""
+        in milliseconds. Near-duplicate chunks (the same text in two documents) are collapsed
+        to the best-ranked one (``rag.dedupe``), and the next hits take the freed places."""
         start = time.perf_counter()
         allowed = None
         if collections is not None:
@@ -227,8 +229,18 @@ class KnowledgeBase:
 
         with self._lock:
             hits = self.hybrid.search(query, k, allowed)
+        out = self._chunks(hits)
+        kept = collapse(out, lambda c: c.text)
+        if len(kept) < len(out):  # near duplicates collapsed: fill the freed places
+            with self._lock:
+                hits = self.hybrid.search(query, 2 * k, allowed)
+            kept = collapse(self._chunks(hits), lambda c: c.text)[:k]
+        return kept, (time.perf_counter() - start) * 1000
+
+    def _chunks(self, hits: Sequence[tuple[int, float]]) -> list[RetrievedChunk]:
+        """The retrieved chunks of ``hits`` (chunk id, score), in order; gone ones skipped."""
         if not hits:
-            return [], (time.perf_counter() - start) * 1000
+            return []
         with self.db.session() as s:
             rows = {
                 c.id: (c, d)
@@ -236,7 +248,7 @@ class KnowledgeBase:
                     select(Chunk, Document).join(Document).where(Chunk.id.in_([i for i, _ in hits]))
                 ).all()
             }
-        out = [
+        return [
             RetrievedChunk(
                 chunk_id=c.id,
                 document_id=d.id,
@@ -253,4 +265,3 @@ class KnowledgeBase:
             if cid in rows
             for c, d in [rows[cid]]
         ]
-        return out, (time.perf_counter() - start) * 1000
