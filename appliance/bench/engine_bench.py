@@ -161,6 +161,11 @@ def main(argv: list[str], config: AppConfig) -> int:
     parser = argparse.ArgumentParser(prog="appliance bench engine")
     parser.add_argument("--quick", action="store_true", help="a small, fast run (smoke test)")
     parser.add_argument(
+        "--speculative",
+        action="store_true",
+        help="prompt-lookup speculative decoding on vs off, and decode memory bandwidth",
+    )
+    parser.add_argument(
         "--peer",
         choices=["vllm"],
         help="run vLLM CPU and `appliance engine-server` side by side over HTTP",
@@ -176,6 +181,11 @@ def main(argv: list[str], config: AppConfig) -> int:
     parser.add_argument("--startup-timeout", type=float, default=900.0)
     args = parser.parse_args(argv)
     model_dir = resolve_model_dir(config.engine.model_path, config.paths.models_dir)
+    if args.speculative:
+        from appliance.bench.spec_bench import run_spec_bench
+
+        print(run_spec_bench(model_dir, quick=args.quick))
+        return 0
     if args.peer:
         from appliance.bench.peer_bench import run_peer_bench
 

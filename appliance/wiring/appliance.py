@@ -79,6 +79,7 @@ def build_engine(config: AppConfig) -> Engine:
     from engine.embedded.engine import EmbeddedEngine
     from engine.embedded.model_store import resolve_model_dir
     from engine.embedded.omp import run_in_own_thread
+    from engine.embedded.speculative import speculative_config
 
     # a first start converts the bundled model: OpenMP work, kept off this thread (omp.py)
     model_dir = run_in_own_thread(lambda: resolve_model_dir(e.model_path, config.paths.models_dir))
@@ -92,6 +93,13 @@ def build_engine(config: AppConfig) -> Engine:
         profile=config.profile,
         native_attention=e.native_attention,
         kernel_dir=config.paths.kernels_dir,
+        speculative=speculative_config(
+            e.speculative_algorithm,
+            e.speculative_num_draft_tokens,
+            e.speculative_ngram_min,
+            e.speculative_ngram_max,
+            e.speculative_max_step_drafts,
+        ),
     )
 
 

@@ -26,11 +26,13 @@ from engine.embedded.attention import install as install_pool_attention
 from engine.embedded.attention import run_step
 from engine.embedded.fused import FusedLlama, fusable
 from engine.embedded.kv_pool import KVPool
-from engine.embedded.linear import packing_available
+from engine.embedded.linear import packing_available, packing_helps_drafts
 from engine.embedded.native import cpu_flags, load_native_kernels
 from engine.embedded.omp import run_in_own_thread
 from engine.embedded.scheduler import Scheduler
 from engine.embedded.sequence import Job
+from engine.embedded.speculative import DEFAULT as DEFAULT_SPECULATIVE
+from engine.embedded.speculative import SpeculativeConfig
 from engine.token_bytes import TokenDecoder
 
 log = logging.getLogger(__name__)
@@ -74,12 +76,17 @@ class EmbeddedEngine:
         native_attention: bool = True,
         kernel_dir: Path | None = None,
         packed_weights: bool = True,
+        speculative: SpeculativeConfig | None = None,
     ) -> None:
+        """``speculative``: prompt-lookup speculative decoding (``speculative.py``); None: off
+        (the default: on 2 shared cores in float32 it did not win 1.5x in ``appliance bench
+        engine --speculative``; see ``speculative.DEFAULT``)."""
         if threads:
             torch.set_num_threads(threads)
         self.model_dir = Path(model_dir)
         self.profile = profile
         self.max_queue = max_queue
+        self.speculative = speculative if speculative is not None else DEFAULT_SPECULATIVE
         # loading runs OpenMP regions: off the calling thread, whose team would outlive it
         run_in_own_thread(
             lambda: self._load(
@@ -119,14 +126,18 @@ class EmbeddedEngine:
         if kernel is not None and not kernel.supports(self._dtype, head_dim):
             kernel = None
         self.attention = kernel.name if kernel is not None else "pytorch"
-        packed = packed_weights and self.runner == "fused" and packing_available(self._dtype)
+        packable = packing_available(self._dtype) or (
+            self.speculative.enabled and packing_helps_drafts(self._dtype)
+        )
+        packed = packed_weights and self.runner == "fused" and packable
         if self.runner == "fused":
             forward = FusedLlama(self.model, pack=packed, kernels=kernel).step
         else:
             forward = functools.partial(run_step, self.model)
         weights = ", prepacked weights" if packed else ""
         native = f"{kernel.name} kernels" if kernel is not None else "PyTorch attention"
-        self.runtime = f"{self.runner} runner{weights}, {native}"
+        spec = ", n-gram speculation" if self.speculative.enabled else ""
+        self.runtime = f"{self.runner} runner{weights}, {native}{spec}"
         log.info("embedded engine: %s, %s", self.runtime, self._dtype)
         pool = KVPool(
             layers=cfg.num_hidden_layers,
@@ -145,6 +156,7 @@ class EmbeddedEngine:
             self.max_queue,
             pool,
             kernel,
+            self.speculative,
         )
 
     # ---- contract -------------------------------------------------------------------------

@@ -29,8 +29,11 @@ from engine.embedded.attention import Segment, StepPlan, make_plan
 from engine.embedded.kv_pool import KVPool
 from engine.embedded.logprobs import first_logit_position
 from engine.embedded.native import NativeKernels
+from engine.embedded.ngram_draft import NgramDrafter
 from engine.embedded.radix_cache import RadixKVCache, common_prefix_len, match_length
 from engine.embedded.sequence import Job, Sequence
+from engine.embedded.spec_verify import plan_drafts, verify
+from engine.embedded.speculative import OFF, DraftPacer, SpeculativeConfig, decline_reason
 from engine.embedded.textstream import TextStream
 
 log = logging.getLogger(__name__)
@@ -49,6 +52,9 @@ COUNTERS = (
     "generation_tokens_total",
     "num_requests_total",
     "num_aborted_requests_total",
+    "spec_draft_tokens_total",
+    "spec_accepted_tokens_total",
+    "spec_verify_steps_total",
 )
 
 
@@ -64,9 +70,11 @@ class Scheduler:
         max_queue: int,
         pool: KVPool,
         kernel: NativeKernels | None = None,
+        speculative: SpeculativeConfig = OFF,
     ) -> None:
         self.forward = forward  # one packed step: (tokens, plan, keep) -> logits
         self.kernel = kernel  # native attention, or None (PyTorch attention)
+        self.speculative = speculative  # prompt-lookup drafts for decoding requests
         self.decode = decode
         self.eos = eos
         self.context_length = context_length
@@ -193,6 +201,10 @@ class Scheduler:
             eos=self.eos,
             fed=list(job.ids[:cached]),
         )
+        seq.spec_declined = decline_reason(self.speculative)
+        if not seq.spec_declined:
+            seq.drafter = NgramDrafter(self.speculative.draft, job.ids)
+            seq.pacer = DraftPacer(self.speculative.draft.max_tokens)
         # decoding requests hold rows 0 .. len(decoding) - 1; prefilling ones take the top rows
         seq.slot = max(i for i, owner in enumerate(self.owners) if owner is None)
         self.pool.load(seq.slot, kv)
@@ -211,6 +223,20 @@ class Scheduler:
         # a step's token budget counts its decode tokens too: a GEMM over 512 rows runs ~8%
         # faster than over 518 (measured), and a step's latency stays level as streams join
         room = PREFILL_CHUNK - len(self.decoding) if self.decoding else PREFILL_CHUNK_IDLE
+        n = len(self.decoding)
+        tokens = [s.pending for s in self.decoding]
+        keep = list(range(n))
+        # speculation: a decoding row's drafts run as a short segment right after its pending
+        # token, on its own pool row; every draft position's logits are kept (spec_verify.py)
+        drafts = plan_drafts(self.decoding, self.speculative, self.context_length, room)
+        verify_rows = {row: [row] for row in range(n)}  # decoding row -> its rows in logits
+        for row, draft in drafts.items():
+            segments.append(Segment(row, len(self.decoding[row].fed) + 1, len(draft)))
+            verify_rows[row] += range(len(keep), len(keep) + len(draft))
+            keep += range(len(tokens), len(tokens) + len(draft))
+            tokens += draft
+            room -= len(draft)
+        first_prefill = len(segments)
         for seq in self.active:
             if room <= 0:
                 break
@@ -220,14 +246,11 @@ class Scheduler:
                 segments.append(Segment(seq.slot, start, count))
                 owners.append(seq)
                 room -= count
-        n = len(self.decoding)
         if not segments and not n:
             return
-        tokens = [s.pending for s in self.decoding]
-        keep = list(range(n))
         last_rows: list[int] = []  # each segment's last token's row in ``logits``
         scored: list[tuple[Sequence, int, int, int]] = []  # (seq, first position, row, rows)
-        for seg, seq in zip(segments, owners, strict=True):
+        for seg, seq in zip(segments[first_prefill:], owners, strict=True):
             first = len(tokens)
             tokens += seq.job.ids[seg.start : seg.start + seg.count]
             lo, hi = seq.prompt_logit_span(seg.start, seg.count)
@@ -243,17 +266,20 @@ class Scheduler:
             seq.score_prompt(logits[row : row + count], lo)
         done: list[Sequence] = []
         for row, seq in enumerate(self.decoding):
-            seq.fed.append(seq.pending)
-            seq.pending = None
-            if seq.job.cancelled.is_set():
-                seq.finish = "abort"
-            else:
-                seq.take(logits[row])
+            draft = drafts.get(row, [])
+            accepted = verify(seq, logits[verify_rows[row]], draft)
+            if draft:
+                seq.drafted += len(draft)
+                seq.accepted += accepted
+                seq.verify_steps += 1
+                seq.pacer.update(len(draft), accepted)
+                # the KV of rejected drafts is dropped: the row ends after the tokens fed
+                self.pool.lengths[row] = len(seq.fed)
             if seq.finish:
                 done.append(seq)
         for seq in done:
             self._finish(seq)
-        for seg, seq, row in zip(segments, owners, last_rows, strict=True):
+        for seg, seq, row in zip(segments[first_prefill:], owners, last_rows, strict=True):
             seq.fed.extend(seq.job.ids[seg.start : seg.start + seg.count])
             if seq.prefilling:
                 continue
@@ -322,6 +348,9 @@ class Scheduler:
             c["generation_tokens_total"] += stats.completion_tokens
             c["num_requests_total"] += 1
             c["num_aborted_requests_total"] += stats.finish_reason == "abort"
+            c["spec_draft_tokens_total"] += seq.drafted
+            c["spec_accepted_tokens_total"] += seq.accepted
+            c["spec_verify_steps_total"] += seq.verify_steps
         seq.job.out.put(Finished(stats))
 
     def _fail_all(self, error: EngineError) -> None:

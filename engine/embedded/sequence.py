@@ -26,8 +26,10 @@ from engine.embedded.logprobs import (
     score_row,
     score_rows,
 )
+from engine.embedded.ngram_draft import NgramDrafter
 from engine.embedded.penalties import Penalizer
 from engine.embedded.sampling import GREEDY_BELOW, make_generator, sample_next
+from engine.embedded.speculative import DraftPacer, SpeculativeStats
 from engine.embedded.textstream import TextStream
 
 
@@ -66,6 +68,14 @@ class Sequence:
     generator: torch.Generator | None = None
     penalizer: Penalizer = field(init=False)
     prompt_logprobs: list[TokenLogprob] = field(default_factory=list)
+    # speculation: the draft proposer over the prompt and the answer (None: declined, and
+    # ``spec_declined`` says why); drafts proposed and accepted, steps that verified drafts
+    drafter: NgramDrafter | None = None
+    pacer: DraftPacer = field(default_factory=lambda: DraftPacer(1))
+    spec_declined: str = ""
+    drafted: int = 0
+    accepted: int = 0
+    verify_steps: int = 0
 
     def __post_init__(self) -> None:
         self.generator = make_generator(self.job.sampling.seed)
@@ -114,6 +124,8 @@ class Sequence:
             logits, sp.temperature, sp.top_p, self.generator, top_k=sp.top_k, min_p=sp.min_p
         )
         self.penalizer.observe(token)
+        if self.drafter is not None:
+            self.drafter.append(token)
         if self.job.logprobs is not None:
             greedy = sp.temperature < GREEDY_BELOW or sp.top_k == 1
             drawn_from = sampling_logprobs(logits, sp.temperature, greedy)
@@ -141,7 +153,7 @@ class Sequence:
     def stats(self) -> GenerationStats:
         now = time.perf_counter()
         start = self.job.enqueued_at
-        return GenerationStats(
+        return SpeculativeStats(
             prompt_tokens=len(self.job.ids),
             cached_tokens=self.cached,
             completion_tokens=self.completion,
@@ -150,6 +162,11 @@ class Sequence:
             finish_reason=self.finish or "abort",
             queue_s=self.admitted_at - start,
             matched_stop=self.matched if self.finish == "stop" else None,
+            speculative=self.drafter is not None,
+            spec_declined=self.spec_declined,
+            spec_draft_tokens=self.drafted,
+            spec_accepted_tokens=self.accepted,
+            spec_verify_steps=self.verify_steps,
         )
 
     def flush_text(self) -> None:

@@ -80,6 +80,10 @@ class _Answer:
                 "cached_tokens": stats.cached_tokens,
                 "e2e_latency": round(self.stream.latency_s, 6),
             }
+            if getattr(stats, "speculative", False):  # the embedded engine's speculation
+                meta["spec_verify_ct"] = stats.spec_verify_steps  # SGLang's name
+                meta["spec_draft_tokens"] = stats.spec_draft_tokens
+                meta["spec_accepted_tokens"] = stats.spec_accepted_tokens
         options = self.prompt.logprobs
         if options is not None:
             meta |= native_logprobs(self.log, options, self.texts, output=not parsed.prefill_only)

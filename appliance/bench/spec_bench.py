@@ -1,0 +1,223 @@
+"""``appliance bench engine --speculative``: prompt-lookup speculative decoding on vs off, side by
+side in one run, plus the decode step's memory bandwidth against the machine's measured limit.
+
+Two embedded engines load the same model, one with ``engine.embedded.speculative`` off and one
+with the given config; every prompt runs on both, alternating which goes first (the machine's
+noise is shared). Workloads:
+- RAG, grounded: each English question of the sample corpus's ``qa.json`` after its gold
+  document's text around the gold phrase (two numbered documents, the appliance's system
+  prompt), greedy with the grounded row's repetition penalty: answers copy from the documents;
+- the same prompts, 8 at a time (speculation under continuous batching);
+- open-ended prompts that copy nothing (poems, stories).
+Decode tokens/s is completion tokens after the first over the time after the first token,
+summed over the requests. The acceptance rate is accepted drafts over drafted tokens.
+Bandwidth: 8 distinct short prompts decoding together (the 8-distinct column of ``appliance
+bench engine``), spec off: bytes one decode step must read (weights plus each row's KV, once)
+times steps per second, as a share of a 1 GiB streaming read on the same threads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from appliance.bench.spec_bandwidth import measured_read_limit, step_bytes
+from appliance.bench.table import render, yes
+from appliance.core.config import SAMPLE_CORPUS, ChatConfig
+from engine.base import Finished, GenerateRequest, SamplingParams, TextDelta
+from engine.embedded.engine import EmbeddedEngine
+from engine.embedded.speculative import OFF, SpeculativeConfig
+
+SPEEDUP_TARGET = 1.5
+OPEN_ENDED = (
+    "Write a short poem about the sea at night.",
+    "Tell a short story about a robot who learns to paint.",
+    "Describe your ideal weekend in a few sentences.",
+    "Explain why the sky is blue to a child.",
+    "Write a letter to a friend about a trip to the mountains.",
+    "List some ideas for a birthday party.",
+    "What makes a good team leader?",
+    "Describe a busy market in the morning.",
+)
+
+
+@dataclass
+class Run:
+    text: str
+    tokens: int  # completion tokens
+    decode_s: float  # after the first token
+    drafted: int
+    accepted: int
+
+
+def rag_prompts(limit: int) -> list[tuple[tuple[str, str], ...]]:
+    """Grounded RAG prompts for the English questions of ``qa.json``."""
+    items = json.loads((SAMPLE_CORPUS / "qa.json").read_text(encoding="utf-8"))
+    system = ChatConfig().system_prompt
+    out = []
+    for item in items:
+        if item["gold_file"].endswith("-ko.md") or not item["question"].isascii():
+            continue
+        text = (SAMPLE_CORPUS / item["gold_file"]).read_text(encoding="utf-8")
+        at = max(0, text.find(item["gold_phrase"]))
+        start = max(0, at - 1200)
+        window = text[start : start + 2400]
+        half = window.rfind("\n", 0, 1200) + 1 or 1200
+        name = item["gold_file"]
+        docs = f"[1] {name}\n{window[:half]}\n\n[2] {name}\n{window[half:]}"
+        user = f"Documents:\n\n{docs}\n\nMost relevant documents: [1], [2]\n\nQuestion: "
+        out.append((("system", system), ("user", user + item["question"])))
+        if len(out) == limit:
+            break
+    return out
+
+
+def _run(engine: EmbeddedEngine, messages, sampling: SamplingParams) -> Run:  # noqa: ANN001
+    text, final = "", None
+    for item in engine.generate(GenerateRequest(messages=messages, sampling=sampling)):
+        if isinstance(item, TextDelta):
+            text += item.text
+        elif isinstance(item, Finished):
+            final = item.stats
+    assert final is not None
+    return Run(
+        text,
+        final.completion_tokens,
+        max(0.0, final.e2e_s - final.ttft_s),
+        getattr(final, "spec_draft_tokens", 0),
+        getattr(final, "spec_accepted_tokens", 0),
+    )
+
+
+def _batch(engine: EmbeddedEngine, prompts: list, sampling: SamplingParams) -> list[Run]:
+    out: list[Run | None] = [None] * len(prompts)
+
+    def one(i: int) -> None:
+        out[i] = _run(engine, prompts[i], sampling)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [r for r in out if r is not None]
+
+
+@dataclass
+class Side:
+    runs: list[Run]
+
+    @property
+    def tps(self) -> float:
+        tokens = sum(max(0, r.tokens - 1) for r in self.runs)
+        return tokens / max(1e-9, sum(r.decode_s for r in self.runs))
+
+    @property
+    def per_step(self) -> float:
+        """Tokens per decode step (a verify step emits its accepted drafts plus one): what
+        speculation saves in forward passes, whatever the machine's load."""
+        tokens = sum(max(0, r.tokens - 1) for r in self.runs)
+        steps = tokens - sum(r.accepted for r in self.runs)
+        return tokens / steps if steps else 1.0
+
+    @property
+    def acceptance(self) -> float:
+        drafted = sum(r.drafted for r in self.runs)
+        return sum(r.accepted for r in self.runs) / drafted if drafted else 0.0
+
+
+def _compare(off: EmbeddedEngine, on: EmbeddedEngine, prompts: list, sampling, width: int):  # noqa: ANN001, ANN202
+    """Both engines over ``prompts`` in groups of ``width``, alternating which goes first."""
+    a: list[Run] = []
+    b: list[Run] = []
+    for n, start in enumerate(range(0, len(prompts), width)):
+        group = prompts[start : start + width]
+        order = [(off, a), (on, b)] if n % 2 == 0 else [(on, b), (off, a)]
+        for engine, sink in order:
+            if width == 1:
+                sink.append(_run(engine, group[0], sampling))
+            else:
+                sink.extend(_batch(engine, group, sampling))
+            engine.flush_cache()
+    return Side(a), Side(b)
+
+
+def _bandwidth(off: EmbeddedEngine, new: int) -> tuple[float, float, float]:
+    """(achieved bytes/s, limit bytes/s, decode tokens/s) of 8 distinct short prompts."""
+    prompts = [(("user", q),) for q in OPEN_ENDED]
+    sampling = SamplingParams(new, ignore_eos=True)
+    side = Side(_batch(off, prompts, sampling))
+    prompt_len = sum(len(off.encode(off.render_chat(p))) for p in prompts) / len(prompts)
+    mean_len = int(prompt_len + new / 2)
+    steps_per_s = side.tps / len(prompts)
+    achieved = step_bytes(off, [mean_len] * len(prompts)) * steps_per_s
+    return achieved, measured_read_limit(), side.tps
+
+
+def run_spec_bench(
+    model_dir: Path, spec: SpeculativeConfig | None = None, quick: bool = False
+) -> str:
+    spec = spec or SpeculativeConfig(mode="ngram")
+    limit, new = (3, 32) if quick else (8, 96)
+    off = EmbeddedEngine(model_dir, max_running=8, speculative=OFF)
+    on = EmbeddedEngine(model_dir, max_running=8, speculative=spec)
+    try:
+        rag = rag_prompts(limit)
+        grounded = SamplingParams(new, repetition_penalty=ChatConfig().repetition_penalty)
+        plain = SamplingParams(new)
+        _run(on, rag[0], SamplingParams(4))  # warm both up
+        _run(off, rag[0], SamplingParams(4))
+        chat = [(("user", q),) for q in OPEN_ENDED[:limit]]
+        results = [
+            (
+                f"RAG grounded, 1 stream ({len(rag)} questions)",
+                *_compare(off, on, rag, grounded, 1),
+            ),
+            (f"RAG grounded, {min(8, len(rag))} at once", *_compare(off, on, rag, grounded, 8)),
+            ("open-ended, 1 stream", *_compare(off, on, chat, plain, 1)),
+        ]
+        achieved, limit_bps, tps8 = _bandwidth(off, new)
+    finally:
+        off.close()
+        on.close()
+    rows = []
+    for label, a, b in results:
+        same = sum(x.text == y.text for x, y in zip(a.runs, b.runs, strict=True))
+        ratio = b.tps / a.tps if a.tps else 0.0
+        target = f">= {SPEEDUP_TARGET}x" if label.startswith("RAG") else "-"
+        met = yes(ratio >= SPEEDUP_TARGET) if label.startswith("RAG") else ""
+        rows.append(
+            (
+                label,
+                f"{a.tps:.1f}",
+                f"{b.tps:.1f}",
+                f"{ratio:.2f}x",
+                f"{b.acceptance:.2f}",
+                f"{b.per_step:.2f}",
+                f"{same}/{len(a.runs)}",
+                target,
+                met,
+            )
+        )
+    headers = (
+        "workload", "off tok/s", "on tok/s", "on/off", "acceptance", "tok/step", "same text",
+        "target", "met",
+    )  # fmt: skip
+    gb = 1e9
+    bandwidth = (
+        f"8 distinct streams, spec off: {tps8:.1f} decode tok/s; a step reads weights + KV once: "
+        f"{achieved / gb:.2f} GB/s achieved of {limit_bps / gb:.2f} GB/s measured "
+        f"(1 GiB sum) = {achieved / limit_bps:.0%}"
+    )
+    draft = spec.draft
+    load = os.getloadavg()[0]
+    note = (
+        f"load average {load:.1f} on {os.cpu_count()} CPUs; "
+        f"model {model_dir.name}, dtype {on.info().dtype}, {on.runtime}; drafts: up to "
+        f"{draft.max_tokens} tokens, n-grams {draft.max_ngram}..{draft.min_ngram}, at most "
+        f"{spec.max_step_drafts} per step; {new} new tokens; greedy"
+    )
+    return render(headers, rows) + "\n" + bandwidth + "\n" + note

@@ -1,0 +1,71 @@
+"""Prompt-lookup drafts: guess a request's next tokens from its own token history.
+
+A RAG answer copies runs of tokens from the documents in its prompt (names, numbers, whole
+phrases), and a looping answer repeats itself. So the tokens that followed the last earlier
+occurrence of the history's last ``n`` tokens are a cheap guess at what comes next (prompt
+lookup decoding, Saxena 2023; vLLM's and SGLang's ``ngram`` speculative mode). Longer n-grams
+are tried first: they are rarer, so a match predicts better.
+
+The index maps every n-gram (for each n in ``sizes``) that has a token after it to the
+position of that token, the latest occurrence winning; it grows as tokens are appended, so a
+lookup costs O(len(sizes)) whatever the history's length. Pure Python over token ids; no
+tensors, no engine state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DraftConfig:
+    """``max_tokens``: drafts proposed per step (at most); ``min_ngram`` .. ``max_ngram``:
+    the suffix lengths tried, longest first."""
+
+    max_tokens: int = 4
+    min_ngram: int = 1
+    max_ngram: int = 3
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1 or not 1 <= self.min_ngram <= self.max_ngram:
+            raise ValueError("draft config: need max_tokens >= 1 and 1 <= min_ngram <= max_ngram")
+
+
+class NgramDrafter:
+    """One request's history (prompt, then its answer) and its n-gram index."""
+
+    def __init__(self, config: DraftConfig, history: Iterable[int] = ()) -> None:
+        self.config = config
+        self.sizes = range(config.max_ngram, config.min_ngram - 1, -1)
+        self.tokens: list[int] = []
+        self._next: dict[tuple[int, ...], int] = {}  # n-gram -> position of the token after it
+        self.extend(history)
+
+    def extend(self, tokens: Iterable[int]) -> None:
+        for token in tokens:
+            self.append(token)
+
+    def append(self, token: int) -> None:
+        """Add ``token``; index the n-grams that end just before it (it follows them)."""
+        toks = self.tokens
+        end = len(toks)  # ``token``'s position
+        toks.append(token)
+        for n in self.sizes:
+            if end >= n:
+                self._next[tuple(toks[end - n : end])] = end
+
+    def propose(self, limit: int | None = None) -> list[int]:
+        """Up to ``limit`` (default ``max_tokens``) tokens guessed to follow the history; empty
+        when no suffix of it occurred before."""
+        k = self.config.max_tokens if limit is None else min(limit, self.config.max_tokens)
+        toks = self.tokens
+        if k <= 0:
+            return []
+        for n in self.sizes:
+            if len(toks) <= n:
+                continue
+            at = self._next.get(tuple(toks[-n:]))
+            if at is not None:
+                return toks[at : at + k]
+        return []
