@@ -6,14 +6,18 @@ belong to that sentence) is judged:
 1. Facts (``rag.facts``: numbers, amounts, extensions, e-mail addresses, URLs, dates, times,
    phone numbers, codes) must each occur in an allowed source, or the sentence is unsupported
    ("fact not in sources: 12345"), whatever its wording.
-2. Its content words must overlap the allowed sources: the share of the sentence's BM25 terms
-   (``rag.bm25_tokenizer``, Kiwi morphemes for Korean, lightly stemmed for English) found in
-   them is at least ``SUPPORT_THRESHOLD`` (0.5), or ``FACT_SUPPORT_THRESHOLD`` (0.25) when all
-   the sentence's facts were found (the fact anchors it; the words only need to be related).
-3. A sentence without a claim (no fact and no content term once courtesy words such as
-   "hope", "help", "questions", "도움" are removed: "I hope this helps.") is kept with
-   ``claim=False``, ``supported=True`` and reason "no claim"; it counts neither as verified
-   nor as unsupported (``AnswerCheck.total`` leaves it out).
+2. What it says as a whole must be found in one place of the allowed sources: one of their
+   sentences (or two adjacent ones) holds enough of its content words (Kiwi morphemes for
+   Korean), is close enough in meaning (the embedder's cosine, when one is given) and negates
+   alike (``rag.support``, thresholds ``SupportThresholds``). Words scattered over a whole
+   chunk support nothing.
+3. A sentence without a claim is kept with ``claim=False``, ``supported=True``; it counts
+   neither as supported nor as unsupported (``AnswerCheck.total`` leaves it out): one with no
+   fact and no content term once courtesy words such as "hope", "help", "questions", "도움" are
+   removed ("I hope this helps.", reason "no claim"), and one that restates the question
+   without answering it (no fact, no negation, its words the question's and asking words such
+   as "steps", "how", "방법": "To reset your VPN password, follow these steps:", reason
+   "restates the question").
 
 Rules for the allowed sources:
 
@@ -39,29 +43,20 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from rag.bm25_tokenizer import HANGUL, kiwi_tokens, latin_tokens
+import numpy as np
+
 from rag.facts import Fact, SourceFacts, find_facts
-from rag.sentences import Piece, shared_kiwi, split_pieces
+from rag.sentences import Piece, split_pieces
+from rag.support import SupportThresholds, TextEmbedder, is_korean, judge, matches
+from rag.support_terms import ASKING_TERMS, COURTESY_TERMS, negations, terms
 
 Rule = Literal["cited", "retrieved"]
 RULES: tuple[Rule, ...] = ("cited", "retrieved")
-SUPPORT_THRESHOLD = 0.5
-FACT_SUPPORT_THRESHOLD = 0.25
 
 _MARKER = re.compile(r"\[(\d{1,4}(?:\s*[,;]\s*\d{1,4})*)\]")
 _LEADING_MARKERS = re.compile(r"(?:\s*\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+")
 # an inline list number ("Steps: 1. Open. 2. Click"): not a fact
 _ENUMERATOR = re.compile(r"(?:^|(?<=[:;\n])|(?<=[:;.!?]\s))\s*\d{1,2}[.)](?=\s)")
-_COURTESY_TEXT = """hope helps help helpful glad happy assist assistance question questions let
-me know feel free ask sure thank thanks please welcome anything else further more additional
-any other hi hello great course certainly yes okay ok also just here note following answer
-based provided context information documents document sources source according mentioned
-see details detail refer done
-도움 되 바라 점 있 묻 물어보 추가 질문 말씀 감사 주 드리 하 알 궁금 언제 안내 참고 바랍"""
-COURTESY_TERMS = frozenset(_COURTESY_TEXT.split())
-_EXTRA_STOPWORDS_TEXT = """all also any been being both can could did each get got had may might
-more most must need needs only other same should some such very would yes"""
-_EXTRA_STOPWORDS = frozenset(_EXTRA_STOPWORDS_TEXT.split())
 
 
 @dataclass(frozen=True)
@@ -107,16 +102,20 @@ def verify_answer(
     known_numbers: Collection[int],
     *,
     rule: Rule = "cited",
-    threshold: float = SUPPORT_THRESHOLD,
+    question: str = "",
+    embedder: TextEmbedder | None = None,
+    thresholds: SupportThresholds | None = None,
 ) -> AnswerCheck:
     """Judge each sentence of ``answer`` against the sources (see the module doc).
 
     ``cited`` maps a citation number to its source text (every number the answer may cite);
     ``retrieved`` is every source text of the turn; ``known_numbers`` the citation numbers
     shown in the conversation. A number in ``known_numbers`` without text in ``cited`` is a
-    valid marker that contributes no text.
+    valid marker that contributes no text. ``question`` (when given) lets a sentence that only
+    restates it go uncounted; ``embedder`` (the appliance's loaded one) adds the meaning to
+    the words; ``thresholds`` default to the calibrated ones.
     """
-    _check_inputs(answer, cited, retrieved, rule, threshold)
+    _check_inputs(answer, cited, retrieved, rule)
     known = set(known_numbers)
     pieces = answer_pieces(answer)
     cites = [_markers(answer[p.start : p.end]) for p in pieces]
@@ -125,14 +124,20 @@ def verify_answer(
     everything = list(dict.fromkeys([*retrieved, *cited.values()]))
     sources = _sources(everything)
     cleans = [_strip_markers(answer[p.start : p.end]) for p in pieces]
+    context = _Context(
+        terms([question])[0] if question.strip() else None,
+        thresholds or SupportThresholds(),
+        embedder,
+        _sentence_vectors(embedder, cleans),
+    )
     verdicts = []
-    for piece, piece_cites, clean, terms in zip(pieces, cites, cleans, _terms(cleans), strict=True):
+    for i, (piece, piece_cites, clean) in enumerate(zip(pieces, cites, cleans, strict=True)):
         own = tuple(n for n in piece_cites if n in known)
         if rule == "retrieved" or not (own or answer_cites):
             allowed = everything
         else:
             allowed = [cited[n] for n in (own or answer_cites) if n in cited]
-        verdict = _judge(clean, terms, [sources[t] for t in allowed], threshold)
+        verdict = _judge(clean, [(t, sources[t]) for t in allowed], context, i)
         reason = verdict[2]
         flagged = [n for n in piece_cites if n not in known]
         if flagged:
@@ -164,33 +169,61 @@ def answer_pieces(answer: str) -> list[Piece]:
 
 
 @dataclass(frozen=True)
-class _Source:
-    facts: SourceFacts
-    terms: frozenset[str]
+class _Context:
+    question: frozenset[str] | None  # the question's terms, when it was given
+    thresholds: SupportThresholds
+    embedder: TextEmbedder | None
+    vectors: np.ndarray | None  # one row per answer sentence, when embedded
 
 
 def _judge(
-    clean: str, terms: frozenset[str], allowed: Sequence[_Source], threshold: float
+    clean: str, allowed: Sequence[tuple[str, SourceFacts]], context: _Context, index: int
 ) -> tuple[bool, tuple[str, ...], str, bool]:
     """(supported, unsupported facts, reason, claim) for one marker-free sentence."""
     facts = _facts(clean)
-    claim_terms = terms - COURTESY_TERMS
+    sentence_terms = terms([clean])[0]
+    claim_terms = sentence_terms - COURTESY_TERMS
     if not facts and not claim_terms:
         return True, (), "no claim", False
-    missing = tuple(
-        dict.fromkeys(f.text for f in facts if not any(s.facts.holds(f) for s in allowed))
-    )
+    if not facts and _restates(clean, claim_terms, context.question):
+        return True, (), "restates the question", False
+    missing = tuple(dict.fromkeys(f.text for f in facts if not any(s.holds(f) for _, s in allowed)))
     if missing:
         return False, missing, "fact not in sources: " + ", ".join(missing), True
     if not allowed:
         return False, (), "no source supports it", True
-    pool = frozenset().union(*(s.terms for s in allowed))
-    wanted = claim_terms or terms
-    overlap = len(wanted & pool) / len(wanted) if wanted else 1.0
-    needed = FACT_SUPPORT_THRESHOLD if facts else threshold
-    if overlap >= needed:
+    vector = context.vectors[index] if context.vectors is not None else None
+    found = matches(clean, sentence_terms, [t for t, _ in allowed], context.embedder, vector)
+    verdict = judge(found, is_korean(clean), bool(facts), context.thresholds)
+    if verdict.supported:
         return True, (), "ok", True
-    return False, (), f"no source supports it (overlap {overlap:.2f})", True
+    best = verdict.best
+    if best is None:
+        return False, (), "no source supports it", True
+    how = f"overlap {best.overlap:.2f}"
+    if best.similarity is not None:
+        how += f", similarity {best.similarity:.2f}"
+    if not best.negation_ok:
+        how += ", negated differently"
+    return False, (), f"no source supports it ({how})", True
+
+
+def _restates(clean: str, claim_terms: frozenset[str], question: frozenset[str] | None) -> bool:
+    """Whether a fact-free sentence only restates the question (or announces the answer):
+    asking words and the question's own words, nothing negated; a line that introduces what
+    follows (ends in a colon) may hold one word more ("The rules:")."""
+    if question is None or negations(clean):
+        return False
+    rest = claim_terms - ASKING_TERMS - question
+    introduces = clean.rstrip().endswith(":")  # "The rules:", "Here is what to do:"
+    asks = bool(claim_terms & ASKING_TERMS) or introduces or clean.rstrip().endswith("?")
+    return asks and len(rest) <= (1 if introduces else 0)
+
+
+def _sentence_vectors(embedder: TextEmbedder | None, cleans: Sequence[str]) -> np.ndarray | None:
+    if embedder is None or not cleans:
+        return None
+    return embedder.embed([" ".join(c.split()) for c in cleans])
 
 
 def _facts(clean: str) -> list[Fact]:
@@ -211,14 +244,12 @@ def _strip_markers(text: str) -> str:
 
 
 def _check_inputs(
-    answer: str, cited: Mapping[int, str], retrieved: Sequence[str], rule: str, threshold: float
+    answer: str, cited: Mapping[int, str], retrieved: Sequence[str], rule: str
 ) -> None:
     if not isinstance(answer, str):
         raise TypeError(f"answer must be str, got {type(answer).__name__}")
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
-    if not 0.0 <= threshold <= 1.0:
-        raise ValueError(f"threshold must be within [0, 1], got {threshold}")
     for n, text in cited.items():
         if not isinstance(n, int) or not isinstance(text, str):
             raise TypeError("cited must map int citation numbers to source texts")
@@ -226,53 +257,21 @@ def _check_inputs(
         raise TypeError("retrieved must be a sequence of source texts")
 
 
-# -- terms and the source cache --------------------------------------------------------------
+# -- the source cache ------------------------------------------------------------------------
 
-_cache: dict[str, _Source] = {}
+_cache: dict[str, SourceFacts] = {}
 _CACHE_SIZE = 1024  # source texts kept analysed (chunks recur across turns)
 _lock = threading.Lock()
 
 
-def _terms(texts: Sequence[str]) -> list[frozenset[str]]:
-    """Each text's stemmed BM25 terms, without stopwords and one-letter Latin tokens.
-
-    The terms are ``rag.bm25_tokenizer``'s (its Kiwi morphemes for Hangul, its regex for the
-    rest), analysed with ``rag.sentences``' Kiwi so the process holds one instance for both.
-    """
-    out = []
-    for text in texts:
-        if HANGUL.search(text):
-            tokens = kiwi_tokens(shared_kiwi().tokenize(text))
-        else:
-            tokens = latin_tokens(text)
-        out.append(
-            frozenset(
-                _stem(t)
-                for t in tokens
-                if t not in _EXTRA_STOPWORDS and not (len(t) == 1 and t.isascii() and t.isalpha())
-            )
-        )
-    return out
-
-
-def _stem(token: str) -> str:
-    """A light English suffix strip: "approves", "approved", "approve" share "approv"."""
-    if not token.isascii() or not token.isalpha() or len(token) <= 4:
-        return token
-    for suffix in ("ing", "ed", "es", "s", "e"):
-        if token.endswith(suffix) and len(token) - len(suffix) >= 3:
-            return token[: -len(suffix)]
-    return token
-
-
-def _sources(texts: Sequence[str]) -> dict[str, _Source]:
-    """The analysis of each source text, from the cache where it was seen before."""
+def _sources(texts: Sequence[str]) -> dict[str, SourceFacts]:
+    """The facts of each source text, from the cache where it was seen before."""
     with _lock:
         known = {t: _cache[t] for t in texts if t in _cache}
     todo = [t for t in texts if t not in known]
     if todo:
-        for text, terms in zip(todo, _terms(todo), strict=True):
-            known[text] = _Source(SourceFacts.of(text), terms)
+        for text in todo:
+            known[text] = SourceFacts.of(text)
         with _lock:
             for text in todo:
                 if len(_cache) >= _CACHE_SIZE:

@@ -167,7 +167,7 @@ def panel_html(
 ) -> str:
     """The per-answer panel: speed, cache use and retrieval, as numbers and two bars (where
     the time went: retrieval, first token, decoding; and how much of the prompt was cached),
-    and ``verified`` ("verified: 3 of 4 sentences") where the answer was checked."""
+    and ``verified`` ("supported: 3 of 4 claims") where the answer was checked."""
     if stats is None:
         return f"<p class='muted'>{html.escape(t(lang, 'panel.none'))}</p>"
     uncached = max(0, stats.prompt_tokens - stats.cached_tokens)

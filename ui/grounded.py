@@ -77,7 +77,9 @@ def answer_bubble(
 
 
 def verified_line(verification: Mapping[str, Any] | None, lang: str) -> str | None:
-    """ "verified: 3 of 4 sentences" (None when the answer was not checked or claims nothing)."""
+    """ "supported: 3 of 4 claims": how many of the answer's claims (sentences that state
+    something; a restated question or a courtesy is not one) a source it cites says (None
+    when the answer was not checked or claims nothing)."""
     if not verification or not verification.get("total"):
         return None
     return t(lang, "verify.count", ok=verification["supported"], total=verification["total"])

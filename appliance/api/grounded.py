@@ -15,7 +15,9 @@ def evidence_json(card: tuple[CardSentence, ...]) -> list[dict]:
 
 def verification_json(result: AnswerCheck | None) -> dict | None:
     """``{supported, total, sentences: [{start, end, supported, cites, unsupported_facts,
-    reason, claim}], bad_markers}``; None when the answer was not checked."""
+    reason, claim}], bad_markers}``; None when the answer was not checked. ``total`` counts the
+    claims (a sentence with ``claim`` false, such as a restated question, is not one) and
+    ``supported`` those a source sentence says (``rag.support``)."""
     if result is None:
         return None
     return {

@@ -171,6 +171,7 @@ BENCH_SUITES: dict[str, tuple[str, str]] = {
         "appliance.bench.quality_bench",
         "grounded answers: facts shown first, loops, unflagged inventions, per mode",
     ),
+    "support": ("appliance.bench.support_bench", "precision/recall of 'supported' on labels"),
     "followups": (
         "appliance.bench.followup_bench",
         "what follow-ups retrieve: leaning on the last question, or a new topic",

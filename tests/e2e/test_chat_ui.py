@@ -475,7 +475,7 @@ def test_the_card_leads_and_an_invented_fact_is_flagged(admin_page, site: Site) 
     expect(page.locator("#chatbot .unsupported-mark").last).to_have_attribute(
         "title", "Not found in the sources: 12345"
     )
-    expect(page.locator("#panel tr[data-metric='verified']")).to_contain_text("verified:")
+    expect(page.locator("#panel tr[data-metric='verified']")).to_contain_text("supported:")
 
 
 def test_no_asset_left_the_box(site: Site) -> None:

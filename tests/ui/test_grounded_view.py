@@ -74,15 +74,15 @@ def test_extractive_shows_the_card_once_and_unchecked_answers_as_they_are() -> N
     assert answer_bubble("Plain answer.", [], "en") == "Plain answer."
 
 
-def test_the_panel_says_how_many_sentences_were_verified() -> None:
+def test_the_panel_says_how_many_claims_the_sources_support() -> None:
     from appliance.core.services.conversations import TurnStats
 
     line = verified_line(VERIFICATION, "en")
-    assert line == "verified: 1 of 2 sentences"
+    assert line == "supported: 1 of 2 claims"
     stats = TurnStats(100, 50, 10, 200.0, 900.0, 12.0, "prefix")
-    assert "verified: 1 of 2 sentences" in panel_html(stats, [2], "en", line)
+    assert "supported: 1 of 2 claims" in panel_html(stats, [2], "en", line)
     assert verified_line({"supported": 0, "total": 0}, "en") is None
-    assert "2문장 중 1문장" in verified_line(VERIFICATION, "ko")
+    assert "주장 2개 중 1개" in verified_line(VERIFICATION, "ko")
 
 
 PLANTED = (

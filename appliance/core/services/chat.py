@@ -186,6 +186,9 @@ class ChatService:
             ),
             tuple(c.text for c in prepared.sources),
             (time.perf_counter() - started) * 1000,
+            question=question,
+            embedder=self.knowledge.embedder,
+            thresholds=grounding.support_thresholds(self.cfg),
         )
 
     def _relay(

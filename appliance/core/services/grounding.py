@@ -5,7 +5,10 @@ the model said against them afterwards.
   citation number of its chunk (the "From the documents" card; sent before generation starts).
 - ``check``: every answer sentence against the sources (``rag.verify``): a fact (number,
   amount, extension, e-mail address, URL, date) that no allowed source holds makes its sentence
-  unsupported, and an ``[n]`` that names no number of the conversation is flagged.
+  unsupported, and so does one that no source sentence says (``rag.support``: the content
+  words, the appliance's embedder, negation; thresholds from ``chat.support_*``); a sentence
+  that claims nothing, or restates the question, is not counted; an ``[n]`` that names no
+  number of the conversation is flagged.
 - ``extractive_answer``: the card as the whole answer (no generation).
 
 The answer mode decides which of them a turn uses (``AnswerMode``).
@@ -17,9 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
+from appliance.core.config import ChatConfig
 from rag.evidence import EvidenceSpan
 from rag.prompt import Citation
 from rag.sentences import HANGUL
+from rag.support import SupportThresholds, TextEmbedder
 from rag.verify import AnswerCheck, verify_answer
 
 # generative: the model's text, verified; grounded: the card, then the verified text;
@@ -91,13 +96,32 @@ def writes(model_languages: frozenset[str] | None, language: str) -> bool:
 @dataclass(frozen=True)
 class TurnGrounding:
     """What a turn is grounded on: its mode, its card, and the sources its answer is checked
-    against (every citation number of the conversation, and this turn's retrieved texts)."""
+    against (every citation number of the conversation, and this turn's retrieved texts); the
+    question (a sentence that only restates it is not counted), the appliance's embedder and
+    the support thresholds (``support_thresholds``) for the check. Without an embedder the
+    check reads the words only (``SupportThresholds.lexical_min_overlap``)."""
 
     mode: AnswerMode
     card: tuple[CardSentence, ...]
     sources: Mapping[int, str]
     retrieved: tuple[str, ...]
     evidence_ms: float = 0.0
+    question: str = ""
+    embedder: TextEmbedder | None = None
+    thresholds: SupportThresholds | None = None
+
+
+def support_thresholds(chat: ChatConfig) -> SupportThresholds:
+    """The sentence-support thresholds of the config's ``chat`` section (``rag.support``)."""
+    return SupportThresholds(
+        min_overlap=chat.support_min_overlap,
+        min_overlap_facts=chat.support_min_overlap_facts,
+        min_similarity=chat.support_min_similarity,
+        korean_min_overlap=chat.support_korean_min_overlap,
+        korean_min_overlap_facts=chat.support_korean_min_overlap_facts,
+        korean_min_similarity=chat.support_korean_min_similarity,
+        lexical_min_overlap=chat.support_lexical_min_overlap,
+    )
 
 
 def card(
@@ -134,8 +158,16 @@ def sources_by_number(
 
 def check(answer: str, grounding: TurnGrounding) -> AnswerCheck:
     """Each sentence of ``answer`` against the turn's sources (every citation number of the
-    conversation is a valid marker)."""
-    return verify_answer(answer, grounding.sources, grounding.retrieved, set(grounding.sources))
+    conversation is a valid marker). Runs after generation: it adds nothing to TTFT."""
+    return verify_answer(
+        answer,
+        grounding.sources,
+        grounding.retrieved,
+        set(grounding.sources),
+        question=grounding.question,
+        embedder=grounding.embedder,
+        thresholds=grounding.thresholds,
+    )
 
 
 def extractive_answer(sentences: Sequence[CardSentence], question: str) -> str:

@@ -39,13 +39,26 @@ def spied(appliance, engine):  # noqa: ANN001, ANN201
     return spy, chat
 
 
+@pytest.fixture()
+def appending(appliance):  # noqa: ANN001, ANN201
+    """The follow-ups append (``rag.layout`` "append"): the default "adaptive" may re-lay a
+    turn by design when the cache shadow predicts that cheaper, which depends on what earlier
+    tests left in the shared engine's cache."""
+    before = appliance.settings.current().layout
+    appliance.settings.update("test", {"layout": "append"})
+    yield
+    appliance.settings.update("test", {"layout": before})
+
+
 def turn(chat: ChatService, user, question: str, conv: int | None = None) -> DoneEvent:  # noqa: ANN001
     done = list(chat.ask(user, question, conv))[-1]
     assert isinstance(done, DoneEvent), done
     return done
 
 
-def test_each_turn_extends_the_previous_one_token_for_token(appliance, engine, spied) -> None:  # noqa: ANN001
+def test_each_turn_extends_the_previous_one_token_for_token(
+    appliance, engine, spied, appending
+) -> None:  # noqa: ANN001
     spy, chat = spied
     user = appliance.auth.create_user("staff-append", "password-123", role="staff")
     assert appliance.settings.current().ordering == "prefix"  # the default strategy
