@@ -98,7 +98,9 @@ def test_follow_up_turn_is_append_only_and_hits_the_cache(appliance, staff, appe
         ).all()[-1]
         assert reply.layout == "append" and reply.predicted_cached is not None
         assert reply.predicted_cached >= len(turn1) // 2
-        assert abs(reply.predicted_cached - reply.cached_tokens) <= 0.1 * reply.prompt_tokens
+        # the engine is shared with other tests' appliances, whose turns the shadow never saw:
+        # it may hold more than predicted (a prefix another test cached), never much less
+        assert reply.predicted_cached - reply.cached_tokens <= 0.1 * reply.prompt_tokens
     last = convs(appliance).turns(staff, conv)[-1].stats  # what the per-answer panel shows
     assert (last.layout, last.predicted_cached) == ("append", reply.predicted_cached)
 
