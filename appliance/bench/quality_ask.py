@@ -7,7 +7,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from sqlalchemy import select
+
 from appliance.bench.quality_score import Outcome, korean, score
+from appliance.core.db.models import Document
 from appliance.core.errors import ChatError
 from appliance.core.services.chat import (
     ChatEvent,
@@ -19,8 +22,23 @@ from appliance.core.services.chat import (
 
 
 def ask_once(app: Any, principal: Any, item: dict) -> Outcome:  # noqa: ANN401
-    """Ask one question in a fresh conversation and score what the user is shown."""
-    return collect(item, lambda: app.chat.ask(principal, item["question"]))
+    """Ask one question in a fresh conversation and score what the user is shown (a citation
+    is the gold file when its document's stored name is: ``a/index.html``, not only
+    ``index.html``)."""
+    return collect(
+        item,
+        lambda: app.chat.ask(principal, item["question"]),
+        paths=lambda ids: stored_names(app.db, ids),
+    )
+
+
+def stored_names(db: Any, document_ids: Sequence[int]) -> dict[int, str]:  # noqa: ANN401
+    """The stored name (path below an ingested folder) of each document id."""
+    with db.session() as s:
+        found = s.execute(
+            select(Document.id, Document.source_path).where(Document.id.in_(set(document_ids)))
+        )
+        return {doc_id: path for doc_id, path in found}
 
 
 def collect(
@@ -29,12 +47,14 @@ def collect(
     opened: list[int] | None = None,
     earlier: Sequence[str] = (),
     shown: list[str] | None = None,
+    paths: Callable[[Sequence[int]], dict[int, str]] | None = None,
 ) -> Outcome:
     """Run one turn (``start`` returns its events: an ask, a regenerate) and score what the
     user is shown as the answer to ``item``, against this turn's sources and the ``earlier``
     ones of its conversation (an answer is checked against every source the conversation has
     shown). The turn's conversation id is appended to ``opened`` once it is stored, and its
-    sources' texts to ``shown``."""
+    sources' texts to ``shown``. ``paths`` gives the stored names of cited documents (a
+    citation shows only the base name); without it the citation's own name is compared."""
     began = time.perf_counter()
     first_delta = 0.0
     retrieval: RetrievalEvent | None = None
@@ -61,7 +81,9 @@ def collect(
     sources = [c.text for c in cites]
     if shown is not None:
         shown += sources
-    first = cites[0].source if cites else ""
+    names = paths([c.document_id for c in cites]) if paths and cites else {}
+    cited = [names.get(c.document_id, c.source) for c in cites]
+    first = cited[0] if cited else ""
     return score(
         item,
         card,
@@ -72,6 +94,8 @@ def collect(
         (latency, first_delta or latency),
         korean(item),
         done.repeated,
+        chunks=[c.text for c in cites],
+        cited=cited,
     )
 
 

@@ -19,6 +19,10 @@ Scoring is ``appliance.bench.quality_score``'s.
 
 ``--follow-ups`` pairs the questions into two-turn conversations instead and compares each
 follow-up appended against re-laid (``appliance.bench.quality_followups``).
+
+``--corpus DIR`` ingests a folder of real documents instead of the sample corpus (timed) and
+asks ``--questions`` about it in the default answer mode only (``--all-modes``: every row);
+its report is ``appliance.bench.quality_corpus``'s.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance.bench.quality_ask import ask_once
+from appliance.bench.quality_corpus import corpus_report, default_row, ingest_stats, missing_gold
 from appliance.bench.quality_followups import conversations, follow_up_report, follow_up_rows
 from appliance.bench.quality_followups import run_follow_ups as run_follow_up_rows
 from appliance.bench.quality_report import Row, describe, report, rows
@@ -95,18 +100,65 @@ def run_rows(
     return out
 
 
-def _build(config: AppConfig, tmp: Path) -> Any:
+def _build(config: AppConfig, tmp: Path, sample: bool = True, engine: Any = None) -> Any:
     from appliance.wiring.appliance import build_appliance, build_engine
 
-    engine = build_engine(config)  # the configured model, kernels from the real data dir
+    # the configured model, kernels from the real data dir
+    engine = engine or build_engine(config)
     bench_config = config.model_copy(
         update={
             "paths": PathsConfig(data_dir=tmp),
             "database": DatabaseConfig(),
-            "bootstrap": BootstrapConfig(ingest_sample_corpus=True),
+            "bootstrap": BootstrapConfig(ingest_sample_corpus=sample),
         }
     )
     return build_appliance(bench_config, engine=engine)
+
+
+def _close(app: Any, keep_engine: bool) -> None:
+    """Close the bench appliance; an engine the caller lent stays open (it is theirs)."""
+    if not keep_engine:
+        app.close()
+        return
+    for stop in app.on_close:
+        stop()
+    app.db.dispose()
+
+
+def run_corpus(
+    config: AppConfig,
+    corpus: Path,
+    question_sets: Sequence[tuple[str, Sequence[dict]]],
+    max_new_tokens: int = 0,
+    all_modes: bool = False,
+    engine: Any = None,
+) -> str:
+    """Ingest ``corpus`` into a scratch appliance (timed) once, ask every item of each named
+    question set in the default answer mode (``all_modes``: every row), return the printed
+    report (a table per set and language). ``engine``: a loaded engine to use (tests share
+    one)."""
+    tokens = max_new_tokens or config.engine.max_new_tokens
+    started = time.perf_counter()
+    every = [item for _, items in question_sets for item in items]
+    with tempfile.TemporaryDirectory() as tmp:
+        app = _build(config, Path(tmp), sample=False, engine=engine)
+        try:
+            began = time.perf_counter()
+            ingested = app.ingest.ingest_folder(corpus)
+            stats = ingest_stats(ingested, time.perf_counter() - began)
+            stored = {r.name for r in ingested if r.status != "error"}
+            base = {"max_new_tokens": tokens, "ordering": "relevance", "riders": 0}
+            chosen = app.settings.defaults
+            the_rows = rows(chosen) if all_modes else [default_row(chosen)]
+            results = [
+                (name, run_rows(app, items, the_rows, base)) for name, items in question_sets
+            ]
+            model = Path(str(getattr(app.engine, "model_dir", config.engine.model_path))).name
+        finally:
+            _close(app, keep_engine=engine is not None)
+    head = describe(config, model, tokens, chosen, the_rows, every)
+    body = corpus_report(corpus, stats, results, missing_gold(every, stored))
+    return "\n".join([head, *body, f"total {time.perf_counter() - started:.0f} s"])
 
 
 def run(
@@ -150,7 +202,8 @@ def run(
 
 
 def main(argv: list[str], config: AppConfig) -> int:
-    """``appliance bench quality [--quick] [--limit N] [--max-new-tokens N] [--follow-ups]``."""
+    """``appliance bench quality [--quick] [--limit N] [--max-new-tokens N] [--follow-ups]
+    [--corpus DIR [--all-modes]] [--questions FILE]``."""
     parser = argparse.ArgumentParser(prog="appliance bench quality")
     parser.add_argument(
         "--quick",
@@ -172,9 +225,11 @@ def main(argv: list[str], config: AppConfig) -> int:
     parser.add_argument(
         "--questions",
         type=Path,
-        default=QA_FILE,
+        action="append",
         help="a question file in qa.json's shape, about the sample corpus "
-        "(default: qa.json; qa_heldout.json holds questions the ranking was not tuned on)",
+        "(default: qa.json; qa_heldout.json holds questions the ranking was not tuned on); "
+        "with --corpus, about that corpus, and it may be given more than once (one ingest, "
+        "a table per file)",
     )
     parser.add_argument(
         "--follow-ups",
@@ -182,18 +237,49 @@ def main(argv: list[str], config: AppConfig) -> int:
         help="pair the questions into two-turn conversations and compare the follow-ups "
         "appended against re-laid (rag.layout), in the generative and grounded modes",
     )
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=None,
+        help="a folder of documents to ingest into the scratch data dir instead of the sample "
+        "corpus; --questions then names a question file about it (gold_file: the document's "
+        "path below DIR); asks in the default answer mode",
+    )
+    parser.add_argument(
+        "--all-modes",
+        action="store_true",
+        help="with --corpus: ask in every answer mode row, not only the default one",
+    )
     args = parser.parse_args(argv)
     if args.limit < 0 or args.max_new_tokens < 0:
         parser.error("--limit and --max-new-tokens must not be negative")
-    if not args.questions.is_file():
-        parser.error(f"--questions: no file {args.questions}")
+    files: list[Path] = args.questions or [QA_FILE]
+    for file in files:
+        if not file.is_file():
+            parser.error(f"--questions: no file {file}")
+    if args.corpus is not None:
+        if not args.corpus.is_dir():
+            parser.error(f"--corpus: no folder {args.corpus}")
+        if not args.questions:
+            parser.error("--corpus needs --questions: a question file about that corpus")
+        if args.follow_ups:
+            parser.error("--corpus and --follow-ups do not go together")
+        sets = [
+            (f.name, pick_items(json.loads(f.read_text(encoding="utf-8")), args.quick, args.limit))
+            for f in files
+        ]
+        tokens = args.max_new_tokens or (QUICK_TOKENS if args.quick else 0)
+        print(run_corpus(config, args.corpus, sets, tokens, args.all_modes))
+        return 0
+    if len(files) > 1:
+        parser.error("--questions: give one file (more than one only with --corpus)")
     print(
         run(
             config,
             quick=args.quick,
             limit=args.limit,
             max_new_tokens=args.max_new_tokens,
-            questions=args.questions,
+            questions=files[0],
             follow_ups=args.follow_ups,
         )
     )

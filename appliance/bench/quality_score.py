@@ -127,6 +127,10 @@ class Outcome:
     error: str = ""
     question: str = ""
     stopped: bool = False  # the repeat guard stopped the answer (``rag.repeats``)
+    in_card: bool = False  # the fact in the evidence card
+    in_text: bool = False  # the fact in the generated text
+    in_chunks: bool = False  # the fact in the retrieved chunks (every citation's text)
+    gold_cited: bool = False  # one of the citations is the gold file
 
 
 def score(
@@ -139,11 +143,15 @@ def score(
     timings: tuple[float, float],
     korean: bool,
     stopped: bool = False,
+    chunks: Sequence[str] | None = None,
+    cited: Sequence[str] = (),
 ) -> Outcome:
     """The outcome of one asked question (``timings``: latency and TTFT in seconds;
-    ``stopped``: the repeat guard ended the answer)."""
+    ``stopped``: the repeat guard ended the answer; ``chunks``: the texts of this turn's
+    retrieved chunks, ``sources`` where not given; ``cited``: every citation's file)."""
     answers = item["answers"]
     shown = card_text if card_text.strip() else answer
+    retrieved = sources if chunks is None else chunks
     return Outcome(
         korean,
         hit(shown, answers),
@@ -155,6 +163,10 @@ def score(
         timings[1],
         question=item["question"],
         stopped=stopped,
+        in_card=hit(card_text, answers),
+        in_text=hit(answer, answers),
+        in_chunks=any(hit(c, answers) for c in retrieved),
+        gold_cited=item["gold_file"] in cited,
     )
 
 
