@@ -256,4 +256,13 @@ def test_the_sign_in_tab_hides_secrets_and_tests_connections(
         page.locator("#dir-ldap-note", has_text="OK: bound as").wait_for(timeout=30_000)
         page.click("#dir-oidc-test")
         page.locator("#dir-oidc-note", has_text="signing key").wait_for(timeout=30_000)
+        # saving the form as shown changes what was edited and keeps the stored secret
+        page.locator("#dir-ldap-user_filter input, #dir-ldap-user_filter textarea").first.fill(
+            FILTER.replace("inetOrgPerson", "person")
+        )
+        page.click("#dir-ldap-save")
+        page.locator("#dir-ldap-note", has_text="Saved").wait_for(timeout=30_000)
+        current = site.appliance.directory.current().ldap
+        assert current.user_filter == FILTER.replace("inetOrgPerson", "person")
+        assert current.bind_password == ldap_directory.bind_password
         context.close()

@@ -49,17 +49,20 @@ def _section(directory: AdminDirectory, auth: AuthService, section: str) -> list
             )
         note = gr.Markdown(elem_id=f"dir-{section}-note")
 
-    def on_save(*values_and_request: Any) -> tuple[Any, ...]:
-        *values, request = values_and_request
+    key_of = dict(zip(fields, keys, strict=True))
+
+    def on_save(data: dict, request: gr.Request) -> tuple[Any, ...]:
+        """``data``: the section's fields (Gradio passes a set of inputs as one dict)."""
         who = require_admin(request, auth)
+        values = {key_of[component]: value for component, value in data.items()}
         try:
-            directory.save(section, dict(zip(keys, values, strict=True)), who.username)
+            directory.save(section, values, who.username)
         except DirectorySettingsError as exc:
-            return (*values, f"Not saved: {exc}")
+            return (*(values.get(k) for k in keys), f"Not saved: {exc}")
         form = directory.form(section)
         return (*(form[k] for k in keys), "Saved; the next sign-in uses it.")
 
-    save.click(on_save, fields, [*fields, note])
+    save.click(on_save, set(fields), [*fields, note])
     if test is not None:
 
         def on_test(request: gr.Request) -> str:
