@@ -117,6 +117,17 @@ def appliance(tmp_path_factory: pytest.TempPathFactory, model_dir: Path, engine,
     app.db.dispose()
 
 
+@pytest.fixture()
+def appending(appliance):  # noqa: ANN001, ANN201
+    """The shared appliance's follow-ups append (``rag.layout`` "append") during the test: the
+    default "adaptive" may re-lay a turn by design when the cache shadow predicts that cheaper,
+    which depends on what earlier tests left in the shared engine's cache."""
+    before = appliance.settings.current().layout
+    appliance.settings.update("test", {"layout": "append"})
+    yield
+    appliance.settings.update("test", {"layout": before})
+
+
 @pytest.fixture(scope="session")
 def config_for():  # noqa: ANN201
     """``make_config`` as a fixture, for test modules (conftest is not importable)."""

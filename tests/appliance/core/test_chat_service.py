@@ -34,17 +34,6 @@ def staff(appliance):  # noqa: ANN001, ANN201
     return appliance.auth.create_user("staff-chat", "password-123", role="staff")
 
 
-@pytest.fixture()
-def appending(appliance):  # noqa: ANN001, ANN201
-    """The follow-ups append (``rag.layout`` "append"): the default "adaptive" may re-lay a
-    turn by design when the cache shadow predicts that cheaper, which depends on what earlier
-    tests left in the shared engine's cache."""
-    before = appliance.settings.current().layout
-    appliance.settings.update("test", {"layout": "append"})
-    yield
-    appliance.settings.update("test", {"layout": before})
-
-
 def test_sample_corpus_is_ingested_on_first_start(appliance) -> None:  # noqa: ANN001
     corpus = SAMPLE_CORPUS
     files = [p for p in corpus.iterdir() if p.suffix in (".md", ".txt")]

@@ -39,17 +39,6 @@ def spied(appliance, engine):  # noqa: ANN001, ANN201
     return spy, chat
 
 
-@pytest.fixture()
-def appending(appliance):  # noqa: ANN001, ANN201
-    """The follow-ups append (``rag.layout`` "append"): the default "adaptive" may re-lay a
-    turn by design when the cache shadow predicts that cheaper, which depends on what earlier
-    tests left in the shared engine's cache."""
-    before = appliance.settings.current().layout
-    appliance.settings.update("test", {"layout": "append"})
-    yield
-    appliance.settings.update("test", {"layout": before})
-
-
 def turn(chat: ChatService, user, question: str, conv: int | None = None) -> DoneEvent:  # noqa: ANN001
     done = list(chat.ask(user, question, conv))[-1]
     assert isinstance(done, DoneEvent), done
