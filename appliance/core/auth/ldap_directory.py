@@ -92,10 +92,7 @@ class LdapDirectory:
             if c.start_tls and plain and not conn.start_tls():
                 raise DirectoryDown(f"StartTLS refused: {conn.result.get('description')}")
             ok = conn.bind()
-        except LDAPException as exc:
-            conn.unbind()
-            raise DirectoryDown(f"cannot reach {c.url}: {exc}") from exc
-        except OSError as exc:
+        except (LDAPException, OSError) as exc:
             conn.unbind()
             raise DirectoryDown(f"cannot reach {c.url}: {exc}") from exc
         if not ok and conn.result.get("result") != INVALID_CREDENTIALS:
