@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 from appliance.core.auth.directory_map import Access, DirectoryAccount, access_for
 from appliance.core.auth.ldap_directory import DirectoryDown, LdapDirectory
 from appliance.core.auth.principal import DEFAULT_COLLECTIONS, Principal
+from appliance.core.auth.throttle import aware_utc
 from appliance.core.db.models import AuditEvent, User, UserCollection
 from appliance.core.db.session import Database
 from appliance.core.directory_config import DirectoryConfig, LdapConfig, OidcConfig
@@ -56,10 +57,6 @@ class SignIn:
 
     principal: Principal | None = None
     refused: str = ""
-
-
-def _aware(at: datetime) -> datetime:
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)  # SQLite drops the zone
 
 
 def _audit(s: Session, actor: str, action: str, detail: dict) -> None:
@@ -198,5 +195,5 @@ class DirectoryGate:
             return True  # a session lives no longer than security.session_ttl_hours
         if user.confirmed_at is None:
             return False
-        age = datetime.now(UTC) - _aware(user.confirmed_at)
+        age = datetime.now(UTC) - aware_utc(user.confirmed_at)
         return age <= timedelta(hours=oidc.key_hours)

@@ -19,7 +19,7 @@ from appliance.core.auth.api_keys import ApiKeyStore
 from appliance.core.auth.directory_accounts import LOCAL
 from appliance.core.auth.directory_signin import DirectorySignIn
 from appliance.core.auth.principal import DEFAULT_COLLECTIONS, ROLES, Principal
-from appliance.core.auth.throttle import LoginThrottle, ThrottlePolicy
+from appliance.core.auth.throttle import LoginThrottle, ThrottlePolicy, aware_utc
 from appliance.core.db.models import ApiKey, AuditEvent, AuthSession, User, UserCollection
 from appliance.core.db.session import Database
 from appliance.core.names import InvalidName, collection_name
@@ -93,10 +93,6 @@ class PasswordThrottled(AuthError):
 
 class WrongPassword(AuthError):
     """The current password given for a password change is not the user's."""
-
-
-def _aware(at: datetime) -> datetime:
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)  # SQLite drops the zone
 
 
 def _login_event(username: str, action: str, client: str) -> AuditEvent:
@@ -333,7 +329,7 @@ class AuthService:
             if row is None:
                 return None
             sess, user = row
-            if _aware(sess.expires_at) < datetime.now(UTC) or user.disabled:
+            if aware_utc(sess.expires_at) < datetime.now(UTC) or user.disabled:
                 return None
         if not self._may_act(user, api_key=False):
             return None

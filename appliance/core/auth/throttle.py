@@ -115,7 +115,8 @@ class Claim:
     address_was: datetime | None = None
 
 
-def _aware(at: datetime) -> datetime:
+def aware_utc(at: datetime) -> datetime:
+    """``at`` with its UTC zone (SQLite returns stored times without one)."""
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)  # SQLite drops the zone
 
 
@@ -153,7 +154,7 @@ class LoginThrottle:
     def _wait(self, row: LoginCounter, now: datetime) -> float:
         """Seconds ``row`` still backs off (0: a check may be counted now); forgets the
         failures of a quiet window."""
-        limit, last = self._limit(row.scope), _aware(row.last_at)
+        limit, last = self._limit(row.scope), aware_utc(row.last_at)
         held = self.policy.backoff(row.failures, limit)
         ends = last + timedelta(seconds=held)
         if row.failures and now >= ends + timedelta(seconds=self.policy.window_s):
@@ -164,7 +165,7 @@ class LoginThrottle:
     def _known(self, s: Session, address: str, username: str, now: datetime) -> bool:
         """Whether ``username`` signed in from ``address`` within ``known_s``."""
         row = s.get(LoginCounter, (KNOWN, address, username))
-        return row is not None and now - _aware(row.last_at) <= timedelta(
+        return row is not None and now - aware_utc(row.last_at) <= timedelta(
             seconds=self.policy.known_s
         )
 
@@ -184,7 +185,7 @@ class LoginThrottle:
             wait = self._wait(pair, now)
             if wait > 0:
                 return Claim(username, address, False, wait)
-            address_was = _aware(by_address.last_at)
+            address_was = aware_utc(by_address.last_at)
             for row in (by_address, pair):
                 row.failures += 1
                 row.last_at = now
@@ -205,7 +206,7 @@ class LoginThrottle:
                 by_address.failures -= 1
                 # nothing counted since this claim: as if it never was (no new back-off, no
                 # new window); else a later check's time stands
-                if claim.at is not None and _aware(by_address.last_at) == claim.at:
+                if claim.at is not None and aware_utc(by_address.last_at) == claim.at:
                     by_address.last_at = claim.address_was or by_address.last_at
             s.execute(
                 delete(LoginCounter).where(
