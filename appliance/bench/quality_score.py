@@ -131,6 +131,8 @@ class Outcome:
     in_text: bool = False  # the fact in the generated text
     in_chunks: bool = False  # the fact in the retrieved chunks (every citation's text)
     gold_cited: bool = False  # one of the citations is the gold file
+    claims_supported: int = 0  # the generated text's claims the check found supported
+    claims_total: int = 0  # the generated text's claims (sentences that state something)
 
 
 def score(
@@ -167,6 +169,8 @@ def score(
         in_text=hit(answer, answers),
         in_chunks=any(hit(c, answers) for c in retrieved),
         gold_cited=item["gold_file"] in cited,
+        claims_supported=check.supported if check is not None else 0,
+        claims_total=check.total if check is not None else 0,
     )
 
 
