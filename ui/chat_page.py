@@ -155,9 +155,10 @@ def build_chat_page(
         more = c.continue_button.click(
             h.continue_answer, [c.conv, c.question, c.lang], turn, **pool
         )
+        wrote = c.write_button.click(h.write_answer, [c.conv, c.question, c.lang], turn, **pool)
         # cancel first, then say so: a note written while the answer still streams could be
         # overwritten by the answer's next update
-        c.stop.click(None, cancels=[sent, submitted, again, more]).then(
+        c.stop.click(None, cancels=[sent, submitted, again, more, wrote]).then(
             h.stopped, [c.chatbot, c.lang], [c.chatbot]
         )
 

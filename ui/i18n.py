@@ -68,6 +68,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "chat.cut": "The answer was cut at the length limit.",
         "chat.repeated": "The answer began to repeat itself, so it was stopped there.",
         "chat.continue": "Continue",
+        "chat.write_note": (
+            "These are the documents' own sentences. The model can write an answer from them: "
+            "it takes longer, and what it says is checked against them."
+        ),
+        "chat.write": "Write an answer",
         "error.busy": "The answer engine is busy right now.",
         "error.unavailable": "The answer engine is not reachable right now.",
         "error.yours": (
@@ -182,6 +187,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "chat.cut": "답변이 길이 제한에 걸려 잘렸습니다.",
         "chat.repeated": "답변이 같은 내용을 되풀이하기 시작해 그 자리에서 멈췄습니다.",
         "chat.continue": "이어서 생성",
+        "chat.write_note": (
+            "문서의 문장을 그대로 보여 드렸습니다. 모델이 이 문장들로 답변을 작성할 수 있습니다. "
+            "시간이 더 걸리며, 작성한 내용은 문서와 대조해 확인합니다."
+        ),
+        "chat.write": "답변 작성",
         "error.busy": "답변 엔진이 지금 바쁩니다.",
         "error.unavailable": "답변 엔진에 지금 연결할 수 없습니다.",
         "error.yours": (

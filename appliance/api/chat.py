@@ -43,6 +43,7 @@ from appliance.core.services.conversations import (
     ConversationService,
     ConversationSummary,
 )
+from appliance.core.services.grounding import AnswerMode
 from appliance.core.services.relay import REPETITION
 from engine.base import Engine
 from engine.server.sse import ClosingStreamingResponse
@@ -74,6 +75,9 @@ class KeyBody(BaseModel):
 
 class RegenerateBody(BaseModel):
     stream: bool = True
+    # this turn's answer mode (None: the appliance's); "grounded" after an extractive answer
+    # is the chat's "Write an answer"
+    answer_mode: AnswerMode | None = None
 
 
 def event_payload(event: ChatEvent) -> dict:
@@ -270,7 +274,8 @@ def _turn_routes(router: APIRouter, convs: ConversationService, User: PrincipalP
     def regenerate(
         conversation_id: PathId, user: User, body: RegenerateBody | None = None
     ) -> Response:
-        return _turn(lambda: convs.regenerate(user, conversation_id), body.stream if body else True)
+        body = body or RegenerateBody()
+        return _turn(lambda: convs.regenerate(user, conversation_id, body.answer_mode), body.stream)
 
     @router.post("/api/conversations/{conversation_id}/continue", response_model=None)
     def continue_answer(

@@ -1,7 +1,8 @@
-"""The chat page's four generating events (Send, Enter, Regenerate, Continue) share one pool
-as big as the engine takes (its batch and its queue) plus spare workers that refuse what the
-line cannot take, instead of Gradio's default of one event at a time; Gradio's worker count
-grows with a bigger engine, and its queue is bounded (issue #30: it had no size limit)."""
+"""The chat page's generating events (Send, Enter, Regenerate, Continue, Write an answer)
+share one pool as big as the engine takes (its batch and its queue) plus spare workers that
+refuse what the line cannot take, instead of Gradio's default of one event at a time; Gradio's
+worker count grows with a bigger engine, and its queue is bounded (issue #30: it had no size
+limit)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import gradio as gr
 from appliance.core.config import EngineConfig
 from ui.chat_page import REFUSERS, TURNS, build_chat_page
 
-GENERATING = {"respond", "regenerate", "continue_answer"}
+GENERATING = {"respond", "regenerate", "continue_answer", "write_answer"}
 
 
 def _pools(engine: EngineConfig) -> tuple[dict[str, set], gr.Blocks]:
@@ -24,8 +25,8 @@ def _pools(engine: EngineConfig) -> tuple[dict[str, set], gr.Blocks]:
 
 def test_the_generating_events_share_a_pool_sized_by_the_engine() -> None:
     pools, page = _pools(EngineConfig(max_running_requests=8, max_queue=16))
-    # Send and Enter (respond), Regenerate, Continue: one pool, the engine's 8 + 16 and the
-    # workers that refuse a turn beyond the line at once
+    # Send and Enter (respond), Regenerate, Continue, Write an answer: one pool, the engine's
+    # 8 + 16 and the workers that refuse a turn beyond the line at once
     assert REFUSERS >= 1
     assert {name: pools[name] for name in GENERATING} == {
         name: {(TURNS, 24 + REFUSERS)} for name in GENERATING

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from appliance.core.services.conversations import ConversationSummary, Turn, TurnStats
@@ -121,8 +122,19 @@ def test_an_answer_cut_at_the_length_limit_offers_continue() -> None:
     assert conversation_view([whole, cut], "en").cut
     assert not conversation_view([cut, whole], "en").cut  # only the last answer continues
     assert not conversation_view([], "en").cut
-    assert conversation_view([cut], "en").outputs()[-1]["visible"] is True
+    assert conversation_view([cut], "en").outputs()[-2]["visible"] is True
     assert t("en", "chat.cut") == "The answer was cut at the length limit."
+
+
+def test_an_extractive_answer_offers_write_an_answer() -> None:
+    quoted = Turn("q1", "Open the portal. [1]", 11, [CITATION], STATS, None, "stop")
+    quoted = replace(quoted, answer_mode="extractive")
+    written = replace(quoted, answer_mode="grounded")
+    assert conversation_view([written, quoted], "en").write
+    assert conversation_view([quoted], "en").outputs()[-1]["visible"] is True
+    assert not conversation_view([quoted, written], "en").write  # only for the last answer
+    assert not conversation_view([], "en").write
+    assert t("ko", "chat.write") == "답변 작성"
     assert t("ko", "chat.continue") == "이어서 생성"
 
 

@@ -14,6 +14,7 @@ from appliance.core.auth.service import AuthService
 from appliance.core.errors import ChatError
 from appliance.core.services.chat import DeltaEvent, DoneEvent, ErrorEvent, RetrievalEvent
 from appliance.core.services.conversations import ConversationService
+from appliance.core.services.grounding import AnswerMode
 from appliance.core.services.turn_line import TurnLine, TurnRefused
 from ui.chat.layout import ChatComponents
 from ui.chat.view import (
@@ -31,7 +32,7 @@ from ui.session import require_principal
 
 # the outputs of a streamed turn, in this order
 TURN_OUTPUTS = (
-    *("chatbot", "ids", "sources", "panel", "chart", "cut_box"),  # ``view_outputs()``
+    *("chatbot", "ids", "sources", "panel", "chart", "cut_box", "write_box"),  # view_outputs()
     *("question", "conv", "conversations"),
 )
 # a waiting turn looks at its place this often; it also yields then, so that Stop (which can
@@ -164,7 +165,7 @@ class ChatHandlers:
         def row(bubble: str, sources: Any = skip) -> list[Any]:
             # ``shown_ids`` covers ``shown`` and the answer bubble after it
             chat = [*shown, {"role": "assistant", "content": bubble}]
-            return [chat, shown_ids, sources, skip, skip, hidden, question, conv_id, skip]
+            return [chat, shown_ids, sources, skip, skip, hidden, hidden, question, conv_id, skip]
 
         try:
             ticket = self.line.join(principal.user_id)
@@ -244,6 +245,24 @@ class ChatHandlers:
         self, conv_id: int | None, question: str, lang: str, request: gr.Request
     ) -> Iterator[list[Any]]:
         """Answer the last question again; the old answer stays stored until the new one is."""
+        yield from self._again(conv_id, question, lang, request, None)
+
+    def write_answer(
+        self, conv_id: int | None, question: str, lang: str, request: gr.Request
+    ) -> Iterator[list[Any]]:
+        """The "Write an answer" button after an extractive answer: the last question again,
+        grounded (the card, then the model's checked text); the extractive answer stays stored
+        until this one is."""
+        yield from self._again(conv_id, question, lang, request, "grounded")
+
+    def _again(
+        self,
+        conv_id: int | None,
+        question: str,
+        lang: str,
+        request: gr.Request,
+        mode: AnswerMode | None,
+    ) -> Iterator[list[Any]]:
         principal = self.who(request)
         if conv_id is None:
             raise gr.Error(t(lang, "conv.none"))
@@ -253,7 +272,7 @@ class ChatHandlers:
             raise gr.Error(t(lang, "conv.none"))
         yield from self._stream(
             principal,
-            lambda: self.convs.regenerate(principal, conv_id),
+            lambda: self.convs.regenerate(principal, conv_id, mode),
             history[:-1],
             [*ids[:-1], None],
             question,

@@ -33,6 +33,9 @@ class ChatComponents:
     cut_box: gr.Row
     cut_note: gr.Markdown
     continue_button: gr.Button
+    write_box: gr.Row
+    write_note: gr.Markdown
+    write_button: gr.Button
     question: gr.Textbox
     send: gr.Button
     stop: gr.Button
@@ -51,7 +54,10 @@ class ChatComponents:
 
     def view_outputs(self) -> list[gr.components.Component]:
         """What ``ConversationView`` fills, in its field order."""
-        return [self.chatbot, self.ids, self.sources, self.panel, self.chart, self.cut_box]
+        return [
+            *(self.chatbot, self.ids, self.sources, self.panel, self.chart),
+            *(self.cut_box, self.write_box),
+        ]
 
     def labelled(self) -> list[tuple[gr.components.Component, Callable[[str], dict]]]:
         """Every component with words on it, and its update for a language."""
@@ -75,6 +81,8 @@ class ChatComponents:
             (self.chatbot, label("chat.label")),
             (self.cut_note, value("chat.cut", "_{}_")),
             (self.continue_button, value("chat.continue")),
+            (self.write_note, value("chat.write_note", "_{}_")),
+            (self.write_button, value("chat.write")),
             (
                 self.question,
                 lambda lang: gr.update(
@@ -118,6 +126,9 @@ class _ChatColumn:
     cut_box: gr.Row
     cut_note: gr.Markdown
     continue_button: gr.Button
+    write_box: gr.Row
+    write_note: gr.Markdown
+    write_button: gr.Button
     question: gr.Textbox
     send: gr.Button
     stop: gr.Button
@@ -167,6 +178,9 @@ def build_layout(auth: AuthService, lang: str = "en") -> ChatComponents:
         cut_box=chat.cut_box,
         cut_note=chat.cut_note,
         continue_button=chat.continue_button,
+        write_box=chat.write_box,
+        write_note=chat.write_note,
+        write_button=chat.write_button,
         question=chat.question,
         send=chat.send,
         stop=chat.stop,
@@ -238,6 +252,12 @@ def _chat_column(lang: str) -> _ChatColumn:
             continue_button = gr.Button(
                 t(lang, "chat.continue"), size="sm", scale=0, min_width=120, elem_id="continue"
             )
+        # after an extractive answer (the documents' sentences only): generate on request
+        with gr.Row(visible=False, elem_id="write-box", equal_height=True) as write_box:
+            write_note = gr.Markdown(f"_{t(lang, 'chat.write_note')}_", elem_id="write-note")
+            write_button = gr.Button(
+                t(lang, "chat.write"), size="sm", scale=0, min_width=140, elem_id="write"
+            )
         question = gr.Textbox(
             label=t(lang, "chat.question"),
             placeholder=t(lang, "chat.placeholder"),
@@ -250,7 +270,8 @@ def _chat_column(lang: str) -> _ChatColumn:
             stop = gr.Button(t(lang, "chat.stop"), elem_id="stop")
             regenerate = gr.Button(t(lang, "chat.regenerate"), elem_id="regenerate")
     return _ChatColumn(
-        chatbot, cut_box, cut_note, continue_button, question, send, stop, regenerate
+        *(chatbot, cut_box, cut_note, continue_button, write_box, write_note, write_button),
+        *(question, send, stop, regenerate),
     )
 
 

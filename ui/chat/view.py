@@ -24,12 +24,14 @@ class ConversationView:
     chart: str
     feedback: list[str | None]  # per assistant message: "Like", "Dislike" or None
     cut: bool = False  # the last answer was cut at the length limit: say so, offer Continue
+    # the last answer is extractive (the documents' sentences only): offer "Write an answer"
+    write: bool = False
 
     def outputs(self) -> list:
         """Values for ``ChatComponents.view_outputs()`` (the chatbot keeps its thumbs)."""
         chat = gr.update(value=self.history, feedback_value=self.feedback)
-        cut = gr.update(visible=self.cut)
-        return [chat, self.message_ids, self.sources, self.panel, self.chart, cut]
+        cut, write = gr.update(visible=self.cut), gr.update(visible=self.write)
+        return [chat, self.message_ids, self.sources, self.panel, self.chart, cut, write]
 
 
 def conversation_view(turns: list[Turn], lang: str) -> ConversationView:
@@ -66,6 +68,7 @@ def conversation_view(turns: list[Turn], lang: str) -> ConversationView:
         conversation_chart([(x.stats.ttft_ms / 1000, x.stats.hit_pct) for x in turns], lang),
         [{1: "Like", -1: "Dislike"}.get(x.rating or 0) for x in turns],
         last is not None and last.finish_reason == "length",
+        last is not None and last.answer_mode == "extractive",
     )
 
 

@@ -35,15 +35,16 @@ from appliance.core.services.continuation import (
     observe_continued,
     store_continued,
 )
-from appliance.core.services.grounding import CardSentence, TurnGrounding
+from appliance.core.services.grounding import AnswerMode, CardSentence, TurnGrounding
 from appliance.core.services.knowledge import KnowledgeBase
+from appliance.core.services.question import question_refusal
 from appliance.core.services.relay import Generation, Relayed, relay, start
 from appliance.core.services.settings import SettingsService
 from appliance.core.services.turn_access import withheld
 from appliance.core.services.turn_history import StoredTurn, stored_turns
 from appliance.core.services.turn_prompt import PreparedTurn, TurnPrompts
 from appliance.core.services.turn_store import owned_conversation, store_check, store_turn
-from appliance.core.text import is_blank, is_valid_unicode, without_controls
+from appliance.core.text import without_controls
 from engine.base import Engine, EngineError, GenerateRequest, GenerationStats
 from rag.language import script_language
 from rag.ordering import ContextOrdering
@@ -103,17 +104,7 @@ class ChatService:
         zero-width or other format characters only) is ``empty``; control characters are
         dropped from the question (``appliance.core.text``)."""
         question = without_controls(question).strip()
-        refusal = None
-        if not is_valid_unicode(question):
-            refusal = ChatError("invalid", "the question is not valid Unicode text")
-        elif is_blank(question):
-            refusal = ChatError("empty", "the question is empty")
-        elif len(question) > self.cfg.max_prompt_chars:
-            refusal = ChatError(
-                "too_long",
-                f"the question is {len(question)} characters; the limit is "
-                f"{self.cfg.max_prompt_chars}",
-            )
+        refusal = question_refusal(question, self.cfg.max_prompt_chars)
         if refusal is not None:
             if self.metrics is not None:
                 self.metrics.error(refusal.kind)
@@ -126,9 +117,11 @@ class ChatService:
         question: str,
         conversation_id: int | None,
         replace_ids: tuple[int, ...] = (),
+        answer_mode: AnswerMode | None = None,
     ) -> Iterator[ChatEvent]:
         """Retrieve, assemble, pick the evidence and submit; a refusal (busy, too long, down)
-        is a ``ChatError`` raised here, before anything is stored."""
+        is a ``ChatError`` raised here, before anything is stored. ``answer_mode`` overrides
+        the settings' for this turn ("Write an answer" after an extractive one)."""
         try:
             # retrieval and prompt assembly ask the engine (context length, token counts)
             stored: list[StoredTurn] = []
@@ -140,6 +133,10 @@ class ChatService:
             prepared = self.prompts.prepare(
                 principal, question, conversation_id, stored, self.settings.current()
             )
+            if answer_mode is not None:
+                prepared = replace(
+                    prepared, settings=replace(prepared.settings, answer_mode=answer_mode)
+                )
             language = script_language(question)
             if not grounding.writes(self.model_languages, language):
                 # the model would write broken text in this language: the card, and a notice
@@ -312,16 +309,24 @@ class ChatService:
 
     # ---- regenerate -----------------------------------------------------------------------
 
-    def regenerate(self, principal: Principal, conversation_id: int) -> Iterator[ChatEvent]:
+    def regenerate(
+        self,
+        principal: Principal,
+        conversation_id: int,
+        answer_mode: AnswerMode | None = None,
+    ) -> Iterator[ChatEvent]:
         """Ask a conversation's last question again, with the prompt built as it was before
-        that turn. The old turn is replaced in the transaction that stores the new one, so an
-        engine failure or a stop leaves the conversation exactly as it was."""
+        that turn, in ``answer_mode`` (None: the settings'; "grounded" is "Write an answer"
+        after an extractive one). The old turn is replaced in the transaction that stores the
+        new one, so an engine failure or a stop leaves the conversation exactly as it was."""
         with self.db.session() as s:
             last = owned_conversation(s, principal, conversation_id).messages[-2:]
             if len(last) < 2 or [m.role for m in last] != ["user", "assistant"]:
                 raise ChatError("empty", "this conversation has no answer to regenerate")
             question, old_ids = last[0].content, tuple(m.id for m in last)
-        return self._start(principal, question, conversation_id, replace_ids=old_ids)
+        return self._start(
+            principal, question, conversation_id, replace_ids=old_ids, answer_mode=answer_mode
+        )
 
     # ---- continue -------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from appliance.core.db.models import AuditEvent, Conversation, Feedback, Message
 from appliance.core.db.session import Database
 from appliance.core.errors import ChatError
 from appliance.core.services.chat import ChatEvent, ChatService, owned_conversation
+from appliance.core.services.grounding import AnswerMode
 from appliance.core.services.turn_access import Readable, ShownAnswer, shown_answer
 from appliance.core.text import is_blank, without_controls
 from engine.base import EngineError
@@ -362,10 +363,16 @@ class ConversationService:
             lambda: self.chat.ask(principal, question, conversation_id)
         )
 
-    def regenerate(self, principal: Principal, conversation_id: int) -> Iterator[ChatEvent]:
-        """Replace the last answer with a new one (see ``ChatService.regenerate``)."""
+    def regenerate(
+        self,
+        principal: Principal,
+        conversation_id: int,
+        answer_mode: AnswerMode | None = None,
+    ) -> Iterator[ChatEvent]:
+        """Replace the last answer with a new one, in ``answer_mode`` if given (see
+        ``ChatService.regenerate``)."""
         return engine_errors_as_chat_errors(
-            lambda: self.chat.regenerate(principal, conversation_id)
+            lambda: self.chat.regenerate(principal, conversation_id, answer_mode)
         )
 
     def continue_answer(self, principal: Principal, conversation_id: int) -> Iterator[ChatEvent]:

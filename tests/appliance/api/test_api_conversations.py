@@ -55,6 +55,13 @@ def test_manage_a_conversation_over_http(client: TestClient, appliance) -> None:
     assert [m["role"] for m in messages] == ["user", "assistant"]
     assert messages[1]["id"] == regen.json()["events"][-1]["message_id"] != message
     assert client.post(f"/api/conversations/{conv}/regenerate", headers=theirs).status_code == 404
+    # "Write an answer" over HTTP: this turn's mode; an unknown mode is refused before any work
+    bad_mode = {"stream": False, "answer_mode": "poetry"}
+    refused = client.post(f"/api/conversations/{conv}/regenerate", json=bad_mode, headers=mine)
+    assert refused.status_code in (400, 422)
+    quoted = {"stream": False, "answer_mode": "extractive"}
+    extract = client.post(f"/api/conversations/{conv}/regenerate", json=quoted, headers=mine)
+    assert extract.json()["events"][0]["mode"] == "extractive"
 
     assert client.delete(f"/api/conversations/{conv}", headers=theirs).status_code == 404
     assert client.delete(f"/api/conversations/{conv}", headers=mine).json() == {"ok": True}
