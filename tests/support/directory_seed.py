@@ -1,4 +1,5 @@
-"""The people and groups both test identity servers start with (slapd.py, oidc_provider.py).
+"""The people and groups both test identity servers start with (slapd via ldif.py, and
+oidc_provider.py).
 
 Both servers are seeded from these lists, so a test can name the same person in LDAP and OIDC.
 ``root`` is a directory user on purpose: a directory (or IdP) user named like the appliance's

@@ -38,44 +38,50 @@ response carry a changed ID token, for an end-to-end check of the appliance's va
 
 Sessions, codes and tokens live in the node process's memory: ``restart`` loses them (the keys,
 the port and the accounts' seed stay; changed accounts go back to the seed).
+
+The parts: oidc_client.py (endpoints, ``authorize_url``, ``login``), oidc_admin.py (accounts,
+keys, tampering), processes.py (the node process).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import shutil
-import signal
 import subprocess
-import tempfile
-import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin
-
-import httpx
 
 from support.directory_seed import SEED_USERS
+from support.oidc_admin import OidcAdmin
+from support.oidc_client import CLIENT_ID, CLIENT_SECRET, SCOPES, OidcClientSide, OidcLoginError
 from support.paths import REPO
+from support.processes import ServerProcess, scratch_folder
+
+__all__ = [
+    "CLIENT_ID",
+    "CLIENT_SECRET",
+    "DEFAULT_POST_LOGOUT_PATTERNS",
+    "DEFAULT_REDIRECT_PATTERNS",
+    "NODE_DIR",
+    "OIDC_DIR",
+    "SCOPES",
+    "OidcLoginError",
+    "OidcProvider",
+    "missing",
+    "start_oidc_provider",
+]
 
 OIDC_DIR = REPO / "tests" / "support" / "oidc"
 NODE_DIR = Path(os.environ.get("TEST_OIDC_NODE_DIR", REPO / ".cache" / "oidc-node"))
-CLIENT_ID = "appliance"
-CLIENT_SECRET = "appliance-secret"
-SCOPES = "openid profile email groups"
 DEFAULT_REDIRECT_PATTERNS = (
     "http://127.0.0.1:*/oidc/callback",
     "http://localhost:*/oidc/callback",
 )
 DEFAULT_POST_LOGOUT_PATTERNS = ("http://127.0.0.1:*/*", "http://localhost:*/*")
-
-
-class OidcLoginError(RuntimeError):
-    """The provider's sign-in page refused (the message is the page's #error text)."""
 
 
 def _pinned_version() -> str:
@@ -99,12 +105,6 @@ def missing() -> str | None:
     return None
 
 
-def _die_with_parent() -> None:  # runs in the child before exec
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def _seed_accounts() -> list[dict[str, Any]]:
     return [
         {
@@ -120,12 +120,10 @@ def _seed_accounts() -> list[dict[str, Any]]:
     ]
 
 
-class OidcProvider:
-    """One oidc-provider process. Use ``start_oidc_provider()``; see the module docstring."""
-
-    client_id = CLIENT_ID
-    client_secret = CLIENT_SECRET
-    scopes = SCOPES
+class OidcProvider(OidcAdmin, OidcClientSide):
+    """One oidc-provider process. Use ``start_oidc_provider()``; see the module docstring. Its
+    endpoints and the client's flow come from ``OidcClientSide``, the admin API (accounts,
+    keys, tampering) from ``OidcAdmin``."""
 
     def __init__(
         self,
@@ -159,32 +157,7 @@ class OidcProvider:
             "post_logout_redirect_uri_patterns": list(post_logout_redirect_uri_patterns),
             "accounts": _seed_accounts(),
         }
-        self._proc: subprocess.Popen | None = None
-
-    # ---- addresses (fixed once started: a restart keeps the port)
-    @property
-    def discovery_url(self) -> str:
-        return f"{self.issuer}/.well-known/openid-configuration"
-
-    @property
-    def jwks_uri(self) -> str:
-        return f"{self.issuer}/jwks"
-
-    @property
-    def authorization_endpoint(self) -> str:
-        return f"{self.issuer}/auth"
-
-    @property
-    def token_endpoint(self) -> str:
-        return f"{self.issuer}/token"
-
-    @property
-    def userinfo_endpoint(self) -> str:
-        return f"{self.issuer}/me"
-
-    @property
-    def end_session_endpoint(self) -> str:
-        return f"{self.issuer}/session/end"
+        self._process = ServerProcess("oidc-provider", self.log_file, tail=3000)
 
     # ---- the process
     def start(self, timeout: float = 20.0) -> None:
@@ -200,45 +173,27 @@ class OidcProvider:
         os.replace(tmp, script)
         out = self.folder / "stdout.log"
         out.write_text("")
-        with out.open("ab") as stdout, self.log_file.open("ab") as stderr:
-            self._proc = subprocess.Popen(
-                ["node", str(script), str(config)],
-                stdin=subprocess.PIPE,  # the provider exits when this closes
-                stdout=stdout,
-                stderr=stderr,
-                cwd=NODE_DIR,
-                env={**os.environ, "NODE_ENV": "development"},
-                preexec_fn=_die_with_parent,
-            )
-        deadline = time.monotonic() + timeout
-        while True:
-            for line in out.read_text().splitlines():
-                if line.startswith('{"issuer"'):
-                    ready = json.loads(line)
-                    self.issuer, self.port = ready["issuer"], ready["port"]
-                    return
-            if self._proc.poll() is not None:
-                raise RuntimeError(
-                    f"oidc-provider exited with {self._proc.returncode}: {self.log()}"
-                )
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"oidc-provider did not start in {timeout} s: {self.log()}")
-            time.sleep(0.02)
+        self._process.start(
+            ["node", str(script), str(config)],
+            ready=lambda: self._ready(out),
+            cwd=NODE_DIR,
+            timeout=timeout,
+            env={**os.environ, "NODE_ENV": "development"},
+            stdout=out,
+            stdin=subprocess.PIPE,  # the provider exits when this closes
+        )
+
+    def _ready(self, out: Path) -> bool:
+        """Whether the provider printed its ready line; it sets ``issuer`` and ``port``."""
+        for line in out.read_text().splitlines():
+            if line.startswith('{"issuer"'):
+                ready = json.loads(line)
+                self.issuer, self.port = ready["issuer"], ready["port"]
+                return True
+        return False
 
     def stop(self, timeout: float = 10.0) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-        if proc.stdin:
-            proc.stdin.close()
+        self._process.stop(timeout)
 
     def restart(self) -> None:
         self.stop()
@@ -246,179 +201,23 @@ class OidcProvider:
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._process.running
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self.running else None
+        return self._process.pid
 
     def log(self, n: int = 3000) -> str:
-        try:
-            return self.log_file.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
+        return self._process.log_tail(n)
 
     def close(self) -> None:
         self.stop()
-
-    # ---- the admin API of provider.mjs
-    def _admin(self, method: str, path: str, body: dict | None = None) -> Any:  # noqa: ANN401
-        r = httpx.request(
-            method,
-            f"{self.issuer}/__admin/{path}",
-            json=body,
-            headers={"X-Admin-Token": self.admin_token},
-            timeout=10,
-        )
-        r.raise_for_status()
-        return r.json()
 
     def reset(self) -> None:
         """Back to the seed accounts, no extra redirect URIs, no pending tampering; starts the
         provider if a test stopped it. Sessions already made stay (new clients have none)."""
         self.start()
         self._admin("POST", "reset")
-
-    def state(self) -> dict:
-        return self._admin("GET", "state")
-
-    def account(self, username: str) -> dict | None:
-        return self.state()["accounts"].get(username)
-
-    def set_account(self, username: str, **fields: Any) -> dict:  # noqa: ANN401
-        """Create or change an account: password, name, email, groups, disabled, sub."""
-        return self._admin("PUT", f"accounts/{username}", fields)
-
-    def add_user(
-        self,
-        username: str,
-        password: str,
-        name: str | None = None,
-        email: str | None = None,
-        *,
-        groups: Iterable[str] = (),
-        sub: str | None = None,
-        disabled: bool = False,
-    ) -> dict:
-        fields = {
-            "password": password,
-            "name": name or username.title(),
-            "email": email or f"{username}@example.com",
-            "groups": list(groups),
-            "disabled": disabled,
-        }
-        if sub:
-            fields["sub"] = sub
-        return self.set_account(username, **fields)
-
-    def delete_user(self, username: str) -> None:
-        self._admin("DELETE", f"accounts/{username}")
-
-    def set_groups(self, username: str, groups: Iterable[str]) -> None:
-        self.set_account(username, groups=list(groups))
-
-    def add_to_group(self, username: str, group: str) -> None:
-        groups = self.account(username)["groups"]
-        if group not in groups:
-            self.set_groups(username, [*groups, group])
-
-    def remove_from_group(self, username: str, group: str) -> None:
-        self.set_groups(username, [g for g in self.account(username)["groups"] if g != group])
-
-    def set_password(self, username: str, password: str) -> None:
-        self.set_account(username, password=password)
-
-    def disable_user(self, username: str) -> None:
-        self.set_account(username, disabled=True)
-
-    def enable_user(self, username: str) -> None:
-        self.set_account(username, disabled=False)
-
-    def allow_redirect_uri(self, uri: str) -> None:
-        """Allow one more exact redirect URI (until ``reset``)."""
-        self._admin("POST", "redirect_uris", {"uri": uri})
-
-    # ---- keys and tokens
-    def keys(self) -> dict[str, dict]:
-        """{"provider": the provider's private RSA JWK (kid, alg RS256), "foreign": another}."""
-        return self._admin("GET", "keys")
-
-    def sign(self, payload: dict, *, signer: str = "provider", header: dict | None = None) -> str:
-        """A compact JWT of ``payload``. signer: "provider" (its key and kid), "foreign" (another
-        RSA key, with the provider's kid unless ``header`` says otherwise), "hs256" (HMAC with the
-        client secret), "none" (alg none, no signature)."""
-        body = {"payload": payload, "signer": signer, "header": header or {}}
-        return self._admin("POST", "sign", body)["jwt"]
-
-    def tamper_next_id_token(
-        self,
-        claims: dict | None = None,
-        *,
-        signer: str = "provider",
-        header: dict | None = None,
-        count: int = 1,
-    ) -> None:
-        """Change the ID token of the next ``count`` token responses: ``claims`` replace the real
-        ones (None deletes a claim), then it is signed by ``signer`` as in ``sign``, or "keep":
-        the original signature over the changed payload (a tampered token)."""
-        spec = {"claims": claims or {}, "signer": signer, "header": header or {}, "count": count}
-        self._admin("POST", "tamper", spec)
-
-    # ---- a client's side, for tests that drive the flow themselves
-    def authorize_url(
-        self,
-        redirect_uri: str,
-        *,
-        state: str,
-        nonce: str,
-        code_challenge: str,
-        scope: str = SCOPES,
-        **extra: str,
-    ) -> str:
-        params = {
-            "client_id": CLIENT_ID,
-            "response_type": "code",
-            "redirect_uri": redirect_uri,
-            "scope": scope,
-            "state": state,
-            "nonce": nonce,
-            "code_challenge": code_challenge,
-            "code_challenge_method": "S256",
-            **extra,
-        }
-        return str(httpx.URL(self.authorization_endpoint, params=params))
-
-    def login(self, http: httpx.Client, authorize_url: str, username: str, password: str) -> str:
-        """Walk the provider from ``authorize_url`` (the URL the appliance redirected to)
-        through its sign-in page as ``username``; return the first URL outside the provider
-        (the redirect back with ``code`` and ``state``, or with ``error``) without fetching it.
-        Raises OidcLoginError when the sign-in page refuses the password or the account."""
-        url, method, data = authorize_url, "GET", None
-        for _ in range(12):
-            if not url.startswith(self.issuer + "/"):
-                return url
-            r = http.request(method, url, data=data, follow_redirects=False)
-            method, data = "GET", None
-            if r.is_redirect:
-                url = urljoin(str(r.url), r.headers["location"])
-                continue
-            if r.status_code == 401 and 'id="error"' in r.text:
-                message = re.search(r'id="error"[^>]*>([^<]*)<', r.text)
-                raise OidcLoginError(message.group(1) if message else r.text)
-            action = re.search(r'<form id="login-form" method="post" action="([^"]+)"', r.text)
-            if r.status_code == 200 and action:
-                url = urljoin(str(r.url), action.group(1))
-                method, data = "POST", {"login": username, "password": password}
-                continue
-            auto = re.search(r'<form method="post" action="([^"]+)">(.*?)</form>', r.text, re.S)
-            if r.status_code == 200 and auto and "forms[0].submit()" in r.text:
-                # what a browser's script does: a sign-in as someone else ends the old session
-                url = urljoin(str(r.url), auto.group(1))
-                fields = re.findall(r'name="([^"]+)" value="([^"]*)"', auto.group(2))
-                method, data = "POST", dict(fields)
-                continue
-            raise OidcLoginError(f"unexpected answer {r.status_code} from {r.url}: {r.text[:500]}")
-        raise OidcLoginError("too many redirects at the provider")
 
 
 @contextmanager
@@ -431,13 +230,9 @@ def start_oidc_provider(
     reason = missing()
     if reason:
         raise RuntimeError(reason)
-    folder = Path(tempfile.mkdtemp(prefix="oidc-test-"))
-    provider = None
-    try:
-        provider = OidcProvider(folder, redirect_uris, redirect_uri_patterns, **options)
+    with (
+        scratch_folder("oidc-test-") as folder,
+        closing(OidcProvider(folder, redirect_uris, redirect_uri_patterns, **options)) as provider,
+    ):
         provider.start()
         yield provider
-    finally:
-        if provider is not None:
-            provider.close()
-        shutil.rmtree(folder, ignore_errors=True)
