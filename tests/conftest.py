@@ -100,6 +100,9 @@ def make_config(data_dir: Path, model_dir: Path, **sections):  # noqa: ANN003, A
     overrides = {
         "paths": {"data_dir": str(data_dir)},
         "engine": {"model_path": str(model_dir), "max_new_tokens": 24},
+        # the CPU profile's default is extractive (no generation); tests exercise the whole
+        # turn, the model's text included (the default itself: test_grounding.py)
+        "chat": {"answer_mode": "grounded"},
     }
     for key, value in sections.items():
         overrides[key] = {**overrides.get(key, {}), **value}

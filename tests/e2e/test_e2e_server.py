@@ -1,5 +1,5 @@
 """End to end: ``appliance serve`` as a real process on a free port, asked over HTTP.
-(The chat page in headless Chromium: ``test_chat_ui.py``.)"""
+(The chat page in headless Chromium: ``test_chat_ui/``.)"""
 
 from __future__ import annotations
 
@@ -33,7 +33,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterato
     config.write_text(
         f'[paths]\ndata_dir = "{data}"\n'
         f"[server]\nport = {port}\n"
-        f'[engine]\nmodel_path = "{model_dir}"\nmax_new_tokens = 24\n',
+        f'[engine]\nmodel_path = "{model_dir}"\nmax_new_tokens = 24\n'
+        # the CPU profile's default is extractive: this test streams the model's text
+        '[chat]\nanswer_mode = "grounded"\n',
         encoding="utf-8",
     )
     proc = subprocess.Popen(

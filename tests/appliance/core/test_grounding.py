@@ -9,6 +9,7 @@ import time
 import pytest
 from support.appliances import build_small_appliance
 
+from appliance.core.config import load_config
 from appliance.core.db.models import Message
 from appliance.core.services import grounding
 from appliance.core.services.chat import DeltaEvent, DoneEvent, RetrievalEvent
@@ -88,6 +89,27 @@ def test_extractive_answers_with_the_card_alone(site) -> None:  # noqa: ANN001
     use_mode(app, "grounded")
 
 
+def test_write_an_answer_replaces_an_extractive_one_with_a_grounded_one(site) -> None:  # noqa: ANN001
+    app, user = site
+    use_mode(app, "extractive")
+    convs = ConversationService(app.db, app.chat)
+    first = list(convs.ask(user, QUESTION))[-1]
+    assert isinstance(first, DoneEvent) and first.stats.completion_tokens == 0
+    # "Write an answer": the same question, grounded, while the settings stay extractive
+    events = list(convs.regenerate(user, first.conversation_id, "grounded"))
+    assert events[0].mode == "grounded" and "3350" in events[0].evidence[0].text
+    assert any(isinstance(e, DeltaEvent) for e in events)  # the model wrote this time
+    written = events[-1]
+    assert isinstance(written, DoneEvent) and written.stats.completion_tokens > 0
+    turns = convs.turns(user, first.conversation_id)
+    assert len(turns) == 1 and turns[0].answer_mode == "grounded"  # replaced, not appended
+    # a plain regenerate keeps the settings' mode
+    again = list(convs.regenerate(user, first.conversation_id))[-1]
+    assert again.stats.completion_tokens == 0
+    assert convs.turns(user, first.conversation_id)[0].answer_mode == "extractive"
+    use_mode(app, "grounded")
+
+
 def test_generative_shows_no_card_but_checks_the_answer(site) -> None:  # noqa: ANN001
     app, user = site
     use_mode(app, "generative")
@@ -116,6 +138,15 @@ CITATION = Citation(1, 7, 1, "Business travel", "The Travel Desk", None, "travel
 
 def fixed(sources: dict[int, str]) -> TurnGrounding:
     return TurnGrounding("grounded", (), sources, tuple(sources.values()))
+
+
+def test_each_profile_gets_its_measured_default_mode() -> None:
+    # SmolLM2-135M on the CPU profile is below the bar (README § Answer modes): the card
+    # alone, "Write an answer" on request; the GPU profiles' models generate, grounded
+    assert grounding.default_answer_mode("cpu") == "extractive"
+    for profile in ("h100", "h200", "multi-node"):
+        assert grounding.default_answer_mode(profile) == "grounded"
+    assert load_config(environ={}).chat.answer_mode == ""  # empty: the profile decides
 
 
 def test_an_invented_extension_is_flagged_and_a_quoted_one_passes() -> None:
