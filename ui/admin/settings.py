@@ -147,7 +147,8 @@ def _tab(service: SettingsService) -> tuple[list[gr.components.Component], gr.Bu
                     label="Answer mode",
                     info="generative: the model's text, checked against the sources; grounded: "
                     "the documents' own sentences first, then the checked text; extractive: "
-                    "the sentences only, no generation",
+                    "the sentences only, no generation (staff can still ask for a written "
+                    "answer: Write an answer)",
                     elem_id="setting-answer-mode",
                 ),
                 gr.Slider(
