@@ -11,7 +11,8 @@ It is kept in step with the engine in two ways:
 - reports: ``sync`` compares the tokens the engine said it reused for a request with what the
   shadow predicted. A shortfall means the engine evicted a node the shadow still holds; under
   LRU everything not used since that node's last use is gone too, so the shadow drops it all
-  and lowers its capacity estimate to what survives.
+  and lowers its capacity estimate to what survives. A shortfall inside the first segment
+  (the system prompt, which every request shares and LRU drops last) corrects its weight.
 
 Invariants: a node's ``last_used`` is at least that of any descendant (a touch stamps the whole
 path); ``total_tokens`` is the sum of node weights; the root has no key and weight 0.
@@ -154,11 +155,22 @@ class ShadowTrie:
         that are estimates) is not an eviction. A shortfall at a node
         whose key ``local`` accepts is that node's alone (the engine may never have held it as
         the shadow keyed it: a generated answer that re-tokenises differently), so only its
-        subtree goes."""
+        subtree goes. A report inside the first segment (at least half of it) re-weights that
+        segment to the report: LRU drops it last, so its estimated weight was off."""
         reach = 0
         for node in self.walk(path):
             reach += node.tokens
             if reach > cached_tokens + max(slack + page_tokens - 1, reach // 20):
+                if node.parent is self.root and 2 * cached_tokens >= node.tokens:
+                    # the first segment (the system prompt) is an ancestor of every request: LRU
+                    # drops it last, so a report inside it means its weight (an estimate: the
+                    # prompt less its chunks and an estimated tail) is off, not an eviction;
+                    # what follows it on this path is gone. Forgetting the whole shadow over it
+                    # (it did, at a one-token overestimate) also had a re-laid turn re-weight it
+                    # from a worse estimate: predictions 15-35% off, and re-lays chosen wrongly
+                    self.reweight(node, cached_tokens)
+                    reach = cached_tokens
+                    continue
                 if local is not None and local(node.key):
                     self._drop_subtree(node)
                     return False
@@ -177,6 +189,12 @@ class ShadowTrie:
         # no shortfall: let a lowered estimate creep back towards the configured capacity
         self.capacity = min(self.configured_capacity, self.capacity + max(1, self.capacity // 64))
         return False
+
+    def reweight(self, node: ShadowNode, tokens: int) -> None:
+        """Set ``node``'s weight to ``tokens`` (a better measure than the one recorded)."""
+        tokens = max(0, int(tokens))
+        self.total_tokens += tokens - node.tokens
+        node.tokens = tokens
 
     def forget_older_than(self, stamp: int) -> int:
         """Drop every node last used at or before ``stamp`` (whole subtrees); tokens freed."""

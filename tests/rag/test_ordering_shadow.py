@@ -159,3 +159,25 @@ def test_a_shortfall_forgets_what_lru_dropped_but_not_what_the_engine_matched() 
     # the capacity estimate falls to what the engine has just shown it holds, not below
     assert shadow.capacity == 1200
     assert shadow.predicted_cached(["s", 2, 5]) == 1200
+
+
+def test_a_shortfall_inside_the_first_segment_reweights_it_instead_of_forgetting_all() -> None:
+    """The system prompt's weight is an estimate (the prompt's size less its chunks' and an
+    estimated tail); LRU drops it last, so a report inside it is a weight error, not an
+    eviction (the shadow once forgot everything over a one-token overestimate, and a
+    re-laid turn then re-weighted it from a worse estimate: predictions 35% off)."""
+    shadow = ShadowTrie(capacity_tokens=10_000)
+    shadow.record(["s", 1, "user:a"], [825, 200, 50])  # the system prompt is 783 tokens
+    shadow.record(["s", 2, "user:b"], [825, 200, 50])
+    assert shadow.sync(["s", 3, "user:c"], cached_tokens=783) is False
+    assert shadow.find(["s", 1, "user:a"]) is not None and shadow.find(["s", 2]) is not None
+    assert shadow.predicted_cached(["s", 2]) == 983 and shadow.capacity == 10_000
+    assert shadow.total_tokens == 783 + 2 * 250
+    # re-weighted, it still shows what the engine evicted after it
+    shadow.record(["s", 4, "user:d"], [825, 200, 50])
+    assert shadow.sync(["s", 1, "user:e"], cached_tokens=700) is True
+    assert shadow.find(["s", 1]) is None and shadow.find(["s", 4]) is not None
+    assert shadow.predicted_cached(["s"]) == 700
+    # a report far below it still means the engine lost everything (a restart, a flush)
+    assert shadow.sync(["s", 4], cached_tokens=100) is True
+    assert shadow.find(["s"]) is None

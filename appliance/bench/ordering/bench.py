@@ -6,6 +6,9 @@
    ratio, prefill tokens, ratios vs ContextPilot and vs relevance order. Each turn's retrieval
    also ranks ``--riders`` candidates beyond the top-k: ``prefix`` runs without cache riders,
    ``prefix+rider`` may send cached candidates along; the other strategies ignore them.
+   ``--fractions`` sizes the caches as shares of the corpus (0.1,0.25,1.0: from a tenth of
+   the documents to all of them) and ``--shape`` changes the workload (``make_workload``'s
+   knobs: more follow-ups, more chunks per request, more overlap between users, ...).
 2. Engine: a slice of the same workload through the embedded engine, for real: TTFT p50/p95.
 3. Quality: the sample corpus's QA set; an answer scores when its [n] citations hit the gold
    chunk (an answer without any citation: when the chunk it quotes most is the gold one).
@@ -63,6 +66,18 @@ def main(argv: list[str], config: AppConfig) -> int:
     parser.add_argument("--quick", action="store_true", help="a small, fast run (smoke test)")
     parser.add_argument("--sessions", type=int, default=0, help="simulated sessions")
     parser.add_argument("--capacities", default="", help="cache sizes in tokens, comma-separated")
+    parser.add_argument(
+        "--fractions",
+        default="",
+        help="cache sizes as shares of the corpus's chunk tokens, comma-separated (e.g. "
+        "0.1,0.25,1.0); replaces --capacities",
+    )
+    parser.add_argument(
+        "--shape",
+        default="",
+        help="workload knobs, key=value comma-separated (make_workload's: top_k, topics, "
+        "chunks_per_topic, multi_turn_share, max_turns, foreign_share, drift, ...)",
+    )
     parser.add_argument("--engine-turns", type=int, default=-1, help="turns on the real engine")
     parser.add_argument("--qa", type=int, default=-1, help="QA questions (0: skip)")
     parser.add_argument(
@@ -98,7 +113,8 @@ def main(argv: list[str], config: AppConfig) -> int:
     answer_tokens = 16 if args.quick else 48
     # --quick: short texts too, so the engine part takes seconds
     shape = {"topics": 12, "chunk_words": 20, "system_words": 40, "answer_words": 8}
-    shape = shape if args.quick else {}
+    shape = {**(shape if args.quick else {}), **parse_shape(args.shape)}
+    fractions = [float(f) for f in args.fractions.split(",") if f]
     print(
         run(
             config,
@@ -111,6 +127,7 @@ def main(argv: list[str], config: AppConfig) -> int:
             intents=args.intents,
             shape=shape,
             riders=args.riders,
+            fractions=fractions,
             gateway=Gateway(
                 args.gateway_turns if args.gateway_turns >= 0 else (0 if args.quick else 40),
                 args.gateway_workers,
@@ -120,6 +137,17 @@ def main(argv: list[str], config: AppConfig) -> int:
         )
     )
     return 0
+
+
+def parse_shape(text: str) -> dict[str, int | float]:
+    """``key=value,...`` as make_workload's keyword arguments (ints where they parse)."""
+    out: dict[str, int | float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, _, value = item.partition("=")
+        if not value:
+            raise SystemExit(f"--shape: {item!r} is not key=value")
+        out[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else float(value)
+    return out
 
 
 @dataclass(frozen=True)
@@ -144,7 +172,10 @@ def run(
     shape: dict | None = None,
     riders: int = 6,
     gateway: Gateway | None = None,
+    fractions: list[float] | None = None,
 ) -> str:
+    """The whole suite's report; with ``fractions``, the simulator's cache sizes are those
+    shares of the corpus's chunk tokens (instead of ``capacities``)."""
     from appliance.bench.ordering.sim import granularity, simulate
     from appliance.bench.ordering.workload import make_workload
     from engine.embedded.engine import EmbeddedEngine
@@ -165,13 +196,18 @@ def run(
             count_tokens=engine.count_tokens,
             **(shape or {}),
         )
+        corpus = sum(c.token_count or 0 for c in workload.chunks)
+        if fractions:
+            capacities = [max(1, int(f * corpus)) for f in fractions]
         rows = variants(default_ordering().names(), riders)
         out = [
             f"workload: {workload.sessions()} sessions, {len(workload.turns)} turns, "
             f"system prompt {engine.count_tokens(workload.system_prompt)} tokens, "
-            f"{len(workload.chunks)} chunks of ~{workload.chunks[0].token_count} tokens, "
+            f"{len(workload.chunks)} chunks of ~{workload.chunks[0].token_count} tokens "
+            f"({corpus:,} in all; cache sizes {', '.join(f'{c:,}' for c in capacities)}), "
             f"{intents or 'no'} recurring questions per topic, {riders} candidates beyond the "
-            f"top-k per turn; tokenizer: {model_dir.name}"
+            f"top-k per turn{''.join(f', {k}={v}' for k, v in (shape or {}).items())}; "
+            f"tokenizer: {model_dir.name}"
         ]
         table, targets = simulate(engine, workload, capacities, rows)
         out.append(table)

@@ -4,12 +4,14 @@ Deterministic from a seed:
 - a shared system prompt of about ``system_words`` words (tools and policies);
 - ``topics`` topics of ``chunks_per_topic`` chunks each; sessions pick their topic by Zipf
   popularity, and inside a topic some chunks are retrieved far more often than others;
-- each session has 1-5 turns; a follow-up stays on topic (or drifts, with ``drift``) and
-  retrieves ``top_k`` chunks, the most relevant first (a share of them from other topics);
+- each session has 1-``max_turns`` turns (or one, but for a ``multi_turn_share`` of them);
+  a follow-up stays on topic (or drifts, with ``drift``) and retrieves ``top_k`` chunks, the
+  most relevant first (a share of them from other topics);
 - beyond the top-k, the retriever's next ``candidates`` ranks (default ``top_k``): more chunks
   of the topic by the same popularity, drawn without replacement after the top-k, with the
   same share from other topics. They are drawn from a random stream of their own, so the
   top-k lists (and everything else) are the same whatever ``candidates`` is;
+- questions of ``question_words`` words (a longer question is a longer prompt tail);
 - sessions arrive over time and their turns interleave (think time between turns).
 Retrieval is simulated (no index): the point is the chunk sets' overlap, not their text.
 """
@@ -21,18 +23,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from appliance.bench.ordering.corpus_text import handbook, system_prompt, vocabulary, words
 from rag.types import RetrievedChunk
-
-POLICY_TOPICS = (
-    "privacy",
-    "security",
-    "escalation",
-    "tone",
-    "citations",
-    "refusals",
-    "tools",
-    "languages",
-)
 
 
 @dataclass(frozen=True)
@@ -55,61 +47,9 @@ class Workload:
         return len({t.session for t in self.turns})
 
 
-def _words(rng: np.random.Generator, vocab: np.ndarray, n: int) -> str:
-    return " ".join(vocab[rng.integers(0, len(vocab), size=n)])
-
-
 def _zipf(n: int, s: float) -> np.ndarray:
     w = 1.0 / np.arange(1, n + 1) ** s
     return w / w.sum()
-
-
-def system_prompt(rng: np.random.Generator, vocab: np.ndarray, words: int) -> str:
-    """Tools and policies, rendered identically on every request."""
-    lines = ["You are the company's internal assistant. Follow these policies and tools."]
-    i = 0
-    while sum(len(line.split()) for line in lines) < words:
-        topic = POLICY_TOPICS[i % len(POLICY_TOPICS)]
-        lines.append(f"Policy {i + 1} ({topic}): {_words(rng, vocab, 30)}.")
-        if i % 3 == 2:
-            lines.append(
-                f'Tool {{"name": "{topic}_lookup_{i}", "description": "{_words(rng, vocab, 12)}", '
-                f'"parameters": {{"query": "string", "limit": "integer"}}}}'
-            )
-        i += 1
-    lines.append("Answer only from the numbered documents and cite them as [1], [2].")
-    return "\n".join(lines)
-
-
-def _vocabulary(rng: np.random.Generator) -> np.ndarray:
-    return np.array(
-        [
-            "".join(rng.choice(list("abcdefghiklmnoprstuvy"), size=rng.integers(3, 9)))
-            for _ in range(3000)
-        ]
-    )
-
-
-def _handbook(
-    rng: np.random.Generator, vocab: np.ndarray, topics: int, chunks_per_topic: int, words: int
-) -> list[RetrievedChunk]:
-    """``chunks_per_topic`` chunks for each topic, topic by topic."""
-    chunks: list[RetrievedChunk] = []
-    for t in range(topics):
-        for j in range(chunks_per_topic):
-            chunks.append(
-                RetrievedChunk(
-                    chunk_id=t * chunks_per_topic + j + 1,
-                    document_id=t + 1,
-                    title=f"Handbook {t + 1}",
-                    section=f"Part {j + 1}",
-                    page=None,
-                    text=_words(rng, vocab, words),
-                    source=f"handbook-{t + 1}.md",
-                    score=0.0,
-                )
-            )
-    return chunks
 
 
 @dataclass(frozen=True)
@@ -210,23 +150,37 @@ def _arrivals(
     sessions: int,
     drift: float,
     answer_words: int,
+    max_turns: int = 5,
+    multi_turn_share: float | None = None,
+    question_words: int = 10,
 ) -> tuple[Turn, ...]:
-    """Every session's turns, sessions arriving over time; in arrival order, interleaved."""
+    """Every session's turns, sessions arriving over time; in arrival order, interleaved.
+    A session has 1..``max_turns`` turns, uniformly; with ``multi_turn_share``, it has one turn
+    but for that share of sessions, which have 2..``max_turns`` (uniformly)."""
     timed: list[tuple[float, Turn]] = []
     for s in range(sessions):
         start = s * 1.0 + rng.random()
         topic = retriever.topic(rng)
         clock = start
-        for turn in range(int(rng.integers(1, 6))):
+        for turn in range(_turns(rng, max_turns, multi_turn_share)):
             if turn and rng.random() < drift:
                 topic = retriever.topic(rng)
-            question = f"Question about handbook {topic + 1}: {_words(rng, vocab, 10)}?"
-            answer = f"{_words(rng, vocab, answer_words)} [1]."
+            question = f"Question about handbook {topic + 1}: {words(rng, vocab, question_words)}?"
+            answer = f"{words(rng, vocab, answer_words)} [1]."
             retrieved, ranked_more = retriever.retrieve(topic)
             timed.append((clock, Turn(s, turn, question, retrieved, answer, ranked_more)))
             clock += 2.0 + 6.0 * rng.random()  # think time: sessions interleave
     timed.sort(key=lambda x: x[0])
     return tuple(t for _, t in timed)
+
+
+def _turns(rng: np.random.Generator, max_turns: int, multi_turn_share: float | None) -> int:
+    """How many turns a session has (see ``_arrivals``)."""
+    if multi_turn_share is None:
+        return int(rng.integers(1, max_turns + 1))
+    if max_turns < 2 or rng.random() >= multi_turn_share:
+        return 1
+    return int(rng.integers(2, max_turns + 1))
 
 
 def make_workload(
@@ -245,14 +199,17 @@ def make_workload(
     intents: int = 0,
     paraphrase_noise: float = 0.3,
     candidates: int | None = None,
+    max_turns: int = 5,
+    multi_turn_share: float | None = None,
+    question_words: int = 10,
     seed: int = 0,
     count_tokens: Callable[[str], int] | None = None,
 ) -> Workload:
     rng = np.random.default_rng(seed)
     extra_rng = np.random.default_rng([seed, 1])  # candidates only: leaves ``rng`` untouched
-    vocab = _vocabulary(rng)
+    vocab = vocabulary(rng)
     system = system_prompt(rng, vocab, system_words)
-    chunks = _handbook(rng, vocab, topics, chunks_per_topic, chunk_words)
+    chunks = handbook(rng, vocab, topics, chunks_per_topic, chunk_words)
     if count_tokens is not None:
         chunks = [replace(c, token_count=count_tokens(c.text)) for c in chunks]
     topic_p = _zipf(topics, topic_zipf)
@@ -280,5 +237,15 @@ def make_workload(
         bases,
         _zipf(intents, 1.0) if intents else None,
     )
-    turns = _arrivals(rng, vocab, retriever, sessions, drift, answer_words)
+    turns = _arrivals(
+        rng,
+        vocab,
+        retriever,
+        sessions,
+        drift,
+        answer_words,
+        max_turns,
+        multi_turn_share,
+        question_words,
+    )
     return Workload(system, tuple(chunks), turns)
