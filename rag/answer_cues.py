@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from rag.answer_type import question_types
 from rag.facts import find_facts
 
 _HANGUL = re.compile(r"[\uac00-\ud7a3]")
@@ -50,13 +51,17 @@ class QuestionCues:
 
     wants_value: bool = False  # a number, amount, duration, extension, date, URL or e-mail
     procedural: bool = False  # the steps of a procedure
+    types: frozenset[str] = frozenset()  # the answer types it asks for (rag.answer_type)
 
 
 def question_cues(question: str) -> QuestionCues:
     """The cues of ``question`` (Korean patterns when it holds Hangul, English otherwise)."""
+    types = question_types(question)
     if _HANGUL.search(question):
-        return QuestionCues(bool(_VALUE_KO.search(question)), bool(_PROCEDURE_KO.search(question)))
-    return QuestionCues(bool(_VALUE_EN.search(question)), bool(_PROCEDURE_EN.search(question)))
+        value, procedure = _VALUE_KO, _PROCEDURE_KO
+    else:
+        value, procedure = _VALUE_EN, _PROCEDURE_EN
+    return QuestionCues(bool(value.search(question)), bool(procedure.search(question)), types)
 
 
 # the pieces are the stored chunks' own: the same texts come back turn after turn

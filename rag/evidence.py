@@ -1,31 +1,7 @@
 """Evidence extraction (pure): the pieces of the retrieved chunks that answer the question.
 
-Every piece (sentence, list item, table row; stored at ingest, see ``rag.piece_store``) of the
-candidate chunks gets two scores against the question:
-
-- dense: the cosine between the question's embedding and the piece's vector;
-- lexical: the share of the question's BM25 tokens (``rag.bm25_tokenizer``: Kiwi morphemes
-  for Hangul) that the piece holds, each token weighted by its BM25 idf among the candidate
-  pieces, so words every piece shares ("VPN" in the VPN document) count little. In [0, 1].
-
-They are fused linearly, ``(1 - w) * dense + w * lexical``, with a weight by the question's
-language, because the default embedder (all-MiniLM-L6-v2) is English-only. Measured on the
-48 questions of ``appliance/sample_corpus/qa.json`` (27 English, 21 Korean), top 4 retrieved
-chunks, "top-1 piece holds an accepted answer":
-
-  w          0.0   0.2   0.3   0.4   0.5   0.6   0.7   0.8   1.0
-  English     14    19    20    21    21    20    20    19    17   (of 27; ceiling 26)
-  Korean       0     5     6     9    10    11    13    13    13   (of 21; ceiling 14)
-
-Dense alone finds no Korean fact. With Korean retrieval ranked by BM25 (``rag.hybrid``: the
-dense side has no weight for an all-Hangul query), the fact's chunk is in the top 4 for 19 of
-21, and the Korean sweep moves: top-1 / top-2 hold the answer for 13 / 16 at 0.7, 15 / 17 at
-0.8 and 0.9, 14 / 18 at 1.0. So ``w`` is 0.4 for English and 0.8 for a question with a Hangul
-token. Rank fusion (RRF of the two piece rankings) was measured too: English at
-best 17 of 27 against 19 for linear (both before the colon rule below), Korean 13 for both.
-A piece ending in a colon hands its score to the list below it (``_inherit_intros``): English
-top-1 went from 19 to 21 of 27 with it. English words lose their inflection (``stem``) on both
-sides; that keeps 21 at 0.4 and widens the plateau (20 at 0.3, 21 at 0.5; top 10 chunks: 21).
+Each piece is scored against the question by ``rag.evidence_scores`` (dense cosine and
+idf-weighted lexical share, fused by the question's language; the measurements are there).
 
 Three cues then lift the pieces that answer rather than restate (``rag.answer_cues``): a
 question term found only in the chunk's headings (document title, section) counts
@@ -47,12 +23,36 @@ outscores. The cues were chosen on the same questions the benchmark asks, so the
 are fitted. On ``qa_heldout.json`` (24 questions written afterwards, not tuned on), the card
 holds the fact for EN 9/14 and KO 7/10 without the cues, 10/14 and 10/10 with them.
 
+Those cues were fitted on the handbook. On real manuals the card quoted the sentence that shares
+the question's words, not the one that holds the answer (asked for a default, it quoted the
+sentence naming the setting while a later one held the value). So the card's units are now
+answer-bearing passages (``rag.evidence_passage``): when the question asks for an answer type
+(``rag.answer_type``: a number, a default, an option, an environment variable, a path, a
+command, a key, a menu path; read from the shape of the words, no corpus vocabulary), a piece
+carrying it gets ``TYPE_BONUS`` a type and takes the score of the piece naming its subject
+(the next piece, or up to ``REACH`` before a sentence), quoted with it when they are
+neighbours. Tuned on the dev halves only (``appliance/bench/real_sets/*/dev.json``: PostgreSQL
+and Python manuals EN, LibreOffice help KO; and ``qa.json``), top 4 chunks, the 2-unit card
+with its 0.25 floor; "first" = the card's first unit holds an accepted answer, then the card:
+
+  dev (first / card)             real EN of 32   real KO of 16   handbook of 48
+  before                         15 / 21          7 / 7          38 / 43
+  types only (bonus 0.1)         18 / 23         10 / 11             -
+  passages only (bonus 0)        17 / 27          9 / 9          40 / 44
+  both, neighbours only          21 / 26         12 / 15         39 / 44
+  both, reach 3 (chosen)         28 / 30         12 / 15         39 / 44
+  bonus 0.05 / 0.08 / 0.12 / 0.15 (reach 3): EN 26 / 28 / 28 / 26, KO 10 / 11 / 12 / 12
+
+Held out (``heldout.json``, ``qa_heldout.json``; not tuned on), before -> after, first / card:
+real EN 17 / 20 -> 23 / 28 of 31, real KO 4 / 5 -> 8 / 11 of 16, handbook 15 / 19 -> 16 / 19
+of 24. Most misses left are lexical (Kiwi splits "붙여넣기" so "넣" matches it) or between
+two pieces of the same shape ("Ctrl + Tab" against "Ctrl + F12", both "삽입").
+
 The spans returned are verbatim: ``span.text == chunk_text[span.start:span.end]``.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,24 +60,53 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag.answer_cues import QuestionCues, is_first_step, states_value
-from rag.piece_store import ChunkPieces, clean_terms
+from rag.answer_type import carried as carried_types
+from rag.answer_type import written_in
+from rag.evidence_passage import Passage, passages
+from rag.evidence_scores import (
+    HEADING_SHARE,
+    LEXICAL_WEIGHT_ENGLISH,
+    LEXICAL_WEIGHT_KOREAN,
+    EvidenceCandidate,
+    PieceScores,
+    is_korean,
+    lexical_scores,
+    lexical_weight,
+    score_pieces,
+    stem,
+)
 
-LEXICAL_WEIGHT_ENGLISH = 0.4
-LEXICAL_WEIGHT_KOREAN = 0.8
+# the scoring names are re-exported: callers import the whole evidence API from here
+__all__ = [
+    "FIRST_STEP_BONUS",
+    "HEADING_SHARE",
+    "LEXICAL_WEIGHT_ENGLISH",
+    "LEXICAL_WEIGHT_KOREAN",
+    "VALUE_BONUS",
+    "EvidenceCandidate",
+    "EvidenceSpan",
+    "PieceScores",
+    "is_korean",
+    "lexical_scores",
+    "lexical_weight",
+    "rank_evidence",
+    "score_pieces",
+    "stem",
+]
+
 INTRO_SHARE, INTRO_KEEP = 0.95, 0.5
-HEADING_SHARE = 0.5  # a question term found only in the piece's headings counts this much
 VALUE_BONUS = 0.1  # a piece stating a value, when the question asks for one
 FIRST_STEP_BONUS = 0.1  # the first item of a numbered list, when the question asks how to
-_HANGUL = re.compile(r"[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
 _SPACE = re.compile(r"\s+")
-_ENGLISH_WORD = re.compile(r"[a-z]{4,}")
 # what follows a table's header row: the rest of its line, then the |---|---| separator
 _HEADER_BELOW = re.compile(r"[ \t|]*\r?\n[ \t]*\|?[ \t]*:?-{2,}")
 
 
 @dataclass(frozen=True)
 class EvidenceSpan:
-    """One piece of a chunk, verbatim, with its fused score (higher is better)."""
+    """One piece of a chunk, or a passage of two neighbouring pieces (``rag.evidence_passage``),
+    verbatim, with its score (higher is better); ``kind`` is that of the piece holding the
+    answer."""
 
     chunk_id: int
     start: int  # character offsets into the chunk's text
@@ -85,106 +114,6 @@ class EvidenceSpan:
     text: str  # chunk.text[start:end], verbatim
     score: float
     kind: str = "sentence"  # sentence | item | row
-
-
-@dataclass(frozen=True, eq=False)
-class EvidenceCandidate:
-    """A retrieved chunk with its stored pieces, and the BM25 terms of its headings (document
-    title and section): a piece is read within its section ("First response within 15
-    minutes." under "P1 - Critical")."""
-
-    chunk_id: int
-    text: str
-    pieces: ChunkPieces
-    heading_terms: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, eq=False)
-class PieceScores:
-    """Both scores of every candidate piece; ``where[n]`` = (candidate index, piece index)."""
-
-    dense: np.ndarray
-    lexical: np.ndarray
-    where: list[tuple[int, int]]
-
-
-def is_korean(question_terms: Sequence[str]) -> bool:
-    """Whether the question is Korean: one of its tokens holds Hangul."""
-    return any(_HANGUL.search(t) for t in question_terms)
-
-
-def lexical_weight(question_terms: Sequence[str]) -> float:
-    """The fusion weight of the lexical score for this question (see the module doc)."""
-    return LEXICAL_WEIGHT_KOREAN if is_korean(question_terms) else LEXICAL_WEIGHT_ENGLISH
-
-
-def stem(term: str) -> str:
-    """A light English suffix strip ("claims" -> "claim", "submitting" -> "submit"), so the
-    question's word forms meet the document's; other terms (Korean morphemes are lemmas
-    already, numbers) are unchanged."""
-    if not _ENGLISH_WORD.fullmatch(term):
-        return term
-    if term.endswith("ies") and len(term) > 4:
-        return term[:-3] + "y"  # policies -> policy
-    for suffix in ("ing", "ed", "es", "s"):
-        if term.endswith(suffix) and len(term) - len(suffix) >= 3 and not term.endswith("ss"):
-            term = term[: -len(suffix)]
-            if len(term) > 3 and term[-1] == term[-2] and term[-1] not in "lsz":
-                term = term[:-1]  # submitt -> submit
-            break
-    return term
-
-
-def lexical_scores(
-    question_terms: Sequence[str],
-    piece_terms: Sequence[Sequence[str]],
-    heading_terms: Sequence[Sequence[str]] | None = None,
-) -> np.ndarray:
-    """Idf-weighted share of the question's distinct tokens found in each piece, in [0, 1];
-    a token found only in the piece's headings (``heading_terms[i]``) counts
-    ``HEADING_SHARE`` of its weight. The idf is over the pieces' own terms."""
-    wanted = sorted({stem(t) for t in clean_terms(question_terms)})
-    out = np.zeros(len(piece_terms), dtype=np.float32)
-    if not wanted or not piece_terms:
-        return out
-    sets = [{stem(t) for t in terms} for terms in piece_terms]
-    heads = [{stem(t) for t in terms} for terms in heading_terms or [()] * len(sets)]
-    n = len(sets)
-    idf = {}
-    for term in wanted:
-        df = sum(term in s for s in sets)
-        idf[term] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-    total = sum(idf.values())
-    for i, s in enumerate(sets):
-        found = sum(w for term, w in idf.items() if term in s)
-        headed = sum(w for term, w in idf.items() if term not in s and term in heads[i])
-        out[i] = (found + HEADING_SHARE * headed) / total
-    return out
-
-
-def score_pieces(
-    question_vec: np.ndarray,
-    question_terms: Sequence[str],
-    candidates: Sequence[EvidenceCandidate],
-) -> PieceScores:
-    """Dense and lexical scores of every piece of ``candidates`` (pieces whose offsets do not
-    fit their chunk's text are skipped: they were stored for another text)."""
-    q = np.asarray(question_vec, dtype=np.float32).reshape(-1)
-    dense, terms, heads, where = [], [], [], []
-    for ci, cand in enumerate(candidates):
-        p = cand.pieces
-        if not len(p):
-            continue
-        if p.vectors.shape[1] != q.shape[0]:
-            raise ValueError(f"piece vectors have dim {p.vectors.shape[1]}, the question {len(q)}")
-        fits = np.flatnonzero(p.ends <= len(cand.text))
-        dense.append(p.vectors[fits].astype(np.float32) @ q)
-        all_terms = p.piece_terms()
-        terms += [all_terms[j] for j in fits]
-        heads += [cand.heading_terms] * len(fits)
-        where += [(ci, int(j)) for j in fits]
-    dense_all = np.concatenate(dense) if dense else np.zeros(0, dtype=np.float32)
-    return PieceScores(dense_all, lexical_scores(question_terms, terms, heads), where)
 
 
 def _cue_bonus(
@@ -240,11 +169,13 @@ def rank_evidence(
     weight: float | None = None,
     cues: QuestionCues | None = None,
 ) -> list[EvidenceSpan]:
-    """The ``k`` best pieces of ``candidates``, best first, without repeating a text (chunks
-    overlap, so one sentence can be in two of them; its best-scored occurrence is kept).
+    """The ``k`` best pieces or passages of ``candidates``, best first, without repeating a
+    piece (chunks overlap, so one sentence can be in two of them; its best-scored occurrence
+    is kept).
 
     ``weight``: the lexical weight; None chooses it by the question's language. ``cues``:
-    what the question asks for (``rag.answer_cues.question_cues``); None: no bonus.
+    what the question asks for (``rag.answer_cues.question_cues``); None: no bonus, and
+    every unit is one piece.
     """
     if k <= 0:
         return []
@@ -256,22 +187,54 @@ def rank_evidence(
     if cues is not None:
         fused = fused + _cue_bonus(scores, candidates, cues)
     fused = _inherit_intros(fused, scores, candidates)
+    units = _passages(fused, scores, candidates, cues, question_terms)
     # stable sort: ties keep candidate (retrieval) order, then text order
-    order = np.argsort(-fused, kind="stable")
+    order = sorted(range(len(units)), key=lambda u: -units[u].score)
     out: list[EvidenceSpan] = []
     seen: set[str] = set()
-    for n in order.tolist():
-        ci, j = scores.where[n]
-        cand = candidates[ci]
-        start, end = int(cand.pieces.starts[j]), int(cand.pieces.ends[j])
-        text = cand.text[start:end]
-        key = _SPACE.sub(" ", text).strip().lower()
-        if key in seen:
+    for u in order:
+        unit = units[u]
+        cand = candidates[unit.ci]
+        p = cand.pieces
+        keys = [
+            _SPACE.sub(" ", cand.text[int(p.starts[j]) : int(p.ends[j])]).strip().lower()
+            for j in range(unit.first, unit.last + 1)
+        ]
+        if any(key in seen for key in keys):
             continue
-        seen.add(key)
+        seen.update(keys)
+        start, end = int(p.starts[unit.first]), int(p.ends[unit.last])
         out.append(
-            EvidenceSpan(cand.chunk_id, start, end, text, float(fused[n]), cand.pieces.kind(j))
+            EvidenceSpan(
+                cand.chunk_id, start, end, cand.text[start:end], unit.score, p.kind(unit.answer)
+            )
         )
         if len(out) == k:
             break
     return out
+
+
+def _passages(
+    fused: np.ndarray,
+    scores: PieceScores,
+    candidates: Sequence[EvidenceCandidate],
+    cues: QuestionCues | None,
+    question_terms: Sequence[str],
+) -> list[Passage]:
+    """The card's units: each piece, or, when the question asks for an answer type, a piece
+    carrying it with the score of the piece that names what it is about
+    (``rag.evidence_passage``)."""
+    wanted = cues.types if cues is not None else frozenset()
+    korean = is_korean(question_terms)
+    bounds = [
+        (int(candidates[ci].pieces.starts[j]), int(candidates[ci].pieces.ends[j]))
+        for ci, j in scores.where
+    ]
+    texts = [c.text for c in candidates]
+    carried = [
+        carried_types(texts[ci][a:b], wanted)
+        if wanted and written_in(texts[ci][a:b], korean)
+        else frozenset()
+        for (ci, _), (a, b) in zip(scores.where, bounds, strict=True)
+    ]
+    return passages(fused, scores.where, bounds, texts, carried)

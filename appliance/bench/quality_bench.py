@@ -23,6 +23,9 @@ follow-up appended against re-laid (``appliance.bench.quality_followups``).
 ``--corpus DIR`` ingests a folder of real documents instead of the sample corpus (timed) and
 asks ``--questions`` about it in the default answer mode only (``--all-modes``: every row);
 its report is ``appliance.bench.quality_corpus``'s.
+
+``--mode NAME`` asks in that one answer mode only (with or without ``--corpus``):
+``--mode extractive`` shows the card alone and generates nothing, so it runs in seconds.
 """
 
 from __future__ import annotations
@@ -40,8 +43,9 @@ from appliance.bench.quality_ask import ask_once
 from appliance.bench.quality_corpus import corpus_report, default_row, ingest_stats, missing_gold
 from appliance.bench.quality_followups import conversations, follow_up_report, follow_up_rows
 from appliance.bench.quality_followups import run_follow_ups as run_follow_up_rows
-from appliance.bench.quality_report import Row, describe, report, rows
-from appliance.bench.quality_score import Outcome, korean
+from appliance.bench.quality_report import Row, describe, notable, report, rows
+from appliance.bench.quality_score import SUMMARY_HEADERS, Outcome, korean, percentile, summary_row
+from appliance.bench.table import render
 from appliance.core.config import (
     SAMPLE_CORPUS,
     AppConfig,
@@ -49,6 +53,7 @@ from appliance.core.config import (
     DatabaseConfig,
     PathsConfig,
 )
+from appliance.core.services.grounding import ANSWER_MODES
 
 QA_FILE = SAMPLE_CORPUS / "qa.json"
 QUICK_EN, QUICK_KO, QUICK_TOKENS = 8, 4, 32
@@ -79,6 +84,27 @@ class EvidenceTimer:
             return self.inner(*args, **kwargs)
         finally:
             self.ms.append((time.perf_counter() - start) * 1000)
+
+
+def mode_rows(defaults: Any, mode: str) -> list[Row]:
+    """The one row of answer mode ``mode`` (``generative``, ``grounded`` or ``extractive``),
+    with the configured repetition controls."""
+    return [r for r in rows(defaults) if r.label == mode]
+
+
+def mode_report(results: dict[str, list[Outcome]], evidence_ms: Sequence[float]) -> list[str]:
+    """``report`` for a run of one answer mode: the EN and KO tables and the evidence p95,
+    without the targets (they compare the rows of every mode)."""
+    out = []
+    for lang, is_ko in (("English", False), ("Korean", True)):
+        table = [
+            summary_row(label, [o for o in outs if o.korean == is_ko])
+            for label, outs in results.items()
+        ]
+        out += [f"{lang} questions", render(SUMMARY_HEADERS, table)]
+    p95 = percentile(evidence_ms, 95)
+    out.append(f"evidence extraction p95 {p95:.1f} ms ({len(evidence_ms)} turns)")
+    return out + notable(results)
 
 
 def run_rows(
@@ -132,11 +158,12 @@ def run_corpus(
     max_new_tokens: int = 0,
     all_modes: bool = False,
     engine: Any = None,
+    mode: str = "",
 ) -> str:
     """Ingest ``corpus`` into a scratch appliance (timed) once, ask every item of each named
-    question set in the default answer mode (``all_modes``: every row), return the printed
-    report (a table per set and language). ``engine``: a loaded engine to use (tests share
-    one)."""
+    question set in the default answer mode (``all_modes``: every row; ``mode``: that answer
+    mode only), return the printed report (a table per set and language). ``engine``: a
+    loaded engine to use (tests share one)."""
     tokens = max_new_tokens or config.engine.max_new_tokens
     started = time.perf_counter()
     every = [item for _, items in question_sets for item in items]
@@ -149,7 +176,10 @@ def run_corpus(
             stored = {r.name for r in ingested if r.status != "error"}
             base = {"max_new_tokens": tokens, "ordering": "relevance", "riders": 0}
             chosen = app.settings.defaults
-            the_rows = rows(chosen) if all_modes else [default_row(chosen)]
+            if mode:
+                the_rows = mode_rows(chosen, mode)
+            else:
+                the_rows = rows(chosen) if all_modes else [default_row(chosen)]
             results = [
                 (name, run_rows(app, items, the_rows, base)) for name, items in question_sets
             ]
@@ -168,11 +198,13 @@ def run(
     max_new_tokens: int = 0,
     questions: Path = QA_FILE,
     follow_ups: bool = False,
+    mode: str = "",
 ) -> str:
     """Build the appliance, ask every question in every row, return the printed report.
     ``questions``: a question file in ``qa.json``'s shape, about the sample corpus;
     ``follow_ups``: pair them into conversations and compare the layouts of the follow-ups
-    (``appliance.bench.quality_followups``) instead of the answer modes."""
+    (``appliance.bench.quality_followups``) instead of the answer modes; ``mode``: ask in
+    that answer mode only."""
     items = pick_items(json.loads(questions.read_text(encoding="utf-8")), quick, limit)
     tokens = max_new_tokens or (QUICK_TOKENS if quick else config.engine.max_new_tokens)
     started = time.perf_counter()
@@ -189,7 +221,7 @@ def run(
                 the_rows = follow_up_rows(chosen)
                 results = run_follow_up_rows(app, pairs, the_rows, base)
             else:
-                the_rows = rows(chosen)
+                the_rows = mode_rows(chosen, mode) if mode else rows(chosen)
                 results = run_rows(app, items, the_rows, base)
             model = Path(str(getattr(app.engine, "model_dir", config.engine.model_path))).name
         finally:
@@ -197,13 +229,16 @@ def run(
     paired = len(pairs)
     head = describe(config, model, tokens, chosen, the_rows, items, paired)
     took = f"total {time.perf_counter() - started:.0f} s"
-    body = follow_up_report(results, paired) if follow_ups else report(results, timer.ms)
+    if follow_ups:
+        body = follow_up_report(results, paired)
+    else:
+        body = mode_report(results, timer.ms) if mode else report(results, timer.ms)
     return "\n".join([head, *body, took])
 
 
 def main(argv: list[str], config: AppConfig) -> int:
     """``appliance bench quality [--quick] [--limit N] [--max-new-tokens N] [--follow-ups]
-    [--corpus DIR [--all-modes]] [--questions FILE]``."""
+    [--corpus DIR [--all-modes]] [--questions FILE] [--mode NAME]``."""
     parser = argparse.ArgumentParser(prog="appliance bench quality")
     parser.add_argument(
         "--quick",
@@ -250,7 +285,16 @@ def main(argv: list[str], config: AppConfig) -> int:
         action="store_true",
         help="with --corpus: ask in every answer mode row, not only the default one",
     )
+    parser.add_argument(
+        "--mode",
+        choices=ANSWER_MODES,
+        default="",
+        help="ask in this one answer mode only (extractive: the evidence card alone, no "
+        "generation; fast)",
+    )
     args = parser.parse_args(argv)
+    if args.mode and (args.all_modes or args.follow_ups):
+        parser.error("--mode does not go with --all-modes or --follow-ups")
     if args.limit < 0 or args.max_new_tokens < 0:
         parser.error("--limit and --max-new-tokens must not be negative")
     files: list[Path] = args.questions or [QA_FILE]
@@ -269,7 +313,7 @@ def main(argv: list[str], config: AppConfig) -> int:
             for f in files
         ]
         tokens = args.max_new_tokens or (QUICK_TOKENS if args.quick else 0)
-        print(run_corpus(config, args.corpus, sets, tokens, args.all_modes))
+        print(run_corpus(config, args.corpus, sets, tokens, args.all_modes, mode=args.mode))
         return 0
     if len(files) > 1:
         parser.error("--questions: give one file (more than one only with --corpus)")
@@ -281,6 +325,7 @@ def main(argv: list[str], config: AppConfig) -> int:
             max_new_tokens=args.max_new_tokens,
             questions=files[0],
             follow_ups=args.follow_ups,
+            mode=args.mode,
         )
     )
     return 0

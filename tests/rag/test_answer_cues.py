@@ -4,9 +4,12 @@ procedure's first step wins for "how do I"; with the real embedder and Kiwi."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from rag.answer_cues import QuestionCues, is_first_step, question_cues, states_value
+from rag.answer_type import question_types
 from rag.bm25_tokenizer import Tokenizer
 from rag.evidence import (
     FIRST_STEP_BONUS,
@@ -50,9 +53,10 @@ def _cands(embedder, tokenizer, texts, headings=None):  # noqa: ANN001, ANN202
 
 
 def _scores(embedder, tokenizer, question, cands, cues=True):  # noqa: ANN001, ANN202
-    """Every piece's text -> fused score, with or without the question's cues."""
+    """Every piece's text -> fused score, with or without the question's value and step cues
+    (its answer types left out: ``test_evidence_passages`` covers them)."""
     vec = embedder.embed([question])[0]
-    chosen = question_cues(question) if cues else None
+    chosen = replace(question_cues(question), types=frozenset()) if cues else None
     spans = rank_evidence(vec, tokenizer.tokenize(question), cands, k=99, cues=chosen)
     return {s.text: s.score for s in spans}
 
@@ -89,7 +93,9 @@ def _assert_only_gains(embedder, tokenizer, question, cands, marker, bonus) -> N
     ],
 )
 def test_question_cues(question: str, cues: QuestionCues) -> None:
-    assert question_cues(question) == cues
+    got = question_cues(question)
+    assert (got.wants_value, got.procedural) == (cues.wants_value, cues.procedural)
+    assert got.types == question_types(question)  # the expected answer types ride along
 
 
 def test_values_and_first_steps_are_recognised() -> None:

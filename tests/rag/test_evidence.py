@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rag.answer_cues import question_cues
 from rag.bm25_tokenizer import Tokenizer
 from rag.evidence import (
     LEXICAL_WEIGHT_ENGLISH,
@@ -53,9 +54,11 @@ def candidates(embedder, tokenizer, texts: list[str]) -> list[EvidenceCandidate]
 
 
 def best(embedder, tokenizer, question: str, texts: list[str], k: int = 2):  # noqa: ANN001, ANN201
+    """The top ``k`` spans for ``question``, with its cues (as the appliance asks)."""
     cands = candidates(embedder, tokenizer, texts)
     vec = embedder.embed([question])[0]
-    return rank_evidence(vec, tokenizer.tokenize(question), cands, k=k), cands
+    terms = tokenizer.tokenize(question)
+    return rank_evidence(vec, terms, cands, k=k, cues=question_cues(question)), cands
 
 
 def test_english_fact_sentence_first_with_exact_offsets(embedder, tokenizer) -> None:  # noqa: ANN001
@@ -121,3 +124,45 @@ def test_bad_input_is_refused(embedder, tokenizer) -> None:  # noqa: ANN001
         rank_evidence(embedder.embed(["sick"])[0], ["sick"], cands, weight=1.5)
     assert rank_evidence(embedder.embed(["sick"])[0], ["sick"], cands, k=0) == []
     assert rank_evidence(embedder.embed(["sick"])[0], ["sick"], []) == []
+
+
+# a reference manual: the sentence that names the setting shares the question's words, the
+# value is stated two sentences on; an option on its own line before what it does; a shortcut
+# table of key lines, each described by the line after it
+MANUAL = (
+    "shared_buffers (integer)\n"
+    "Sets the amount of memory the database server uses for shared memory buffers. "
+    "If this value is specified without units, it is taken as blocks. "
+    "The default is typically 128 megabytes (128MB).\n"
+    "-k\n--data-checksums\nUse checksums on data pages to help detect corruption.\n"
+)
+SHORTCUTS = (
+    "Ctrl + F10\n단락 기호 표시\nCtrl + F12\n표 삽입\nShift + F12\n글머리 기호 목록 켜기/끄기\n"
+)
+
+
+def test_the_sentence_holding_the_asked_value_is_shown_first(embedder, tokenizer) -> None:  # noqa: ANN001
+    question = "How much memory does the server use for shared memory buffers by default?"
+    spans, _ = best(embedder, tokenizer, question, [MANUAL])
+    assert "128 megabytes" in spans[0].text
+    assert MANUAL[spans[0].start : spans[0].end] == spans[0].text
+    # the naming sentence still follows: without the cues it would come first
+    plain = rank_evidence(
+        embedder.embed([question])[0],
+        tokenizer.tokenize(question),
+        candidates(embedder, tokenizer, [MANUAL]),
+    )
+    assert plain[0].text.startswith("Sets the amount of memory")
+
+
+def test_an_option_label_is_quoted_with_what_it_does(embedder, tokenizer) -> None:  # noqa: ANN001
+    spans, _ = best(embedder, tokenizer, "Which option turns on checksums on data pages?", [MANUAL])
+    assert (
+        spans[0].text == "--data-checksums\nUse checksums on data pages to help detect corruption."
+    )
+    assert MANUAL[spans[0].start : spans[0].end] == spans[0].text
+
+
+def test_a_korean_shortcut_line_is_quoted_with_its_description(embedder, tokenizer) -> None:  # noqa: ANN001
+    spans, _ = best(embedder, tokenizer, "표를 삽입하는 단축키는 무엇인가요?", [SHORTCUTS])
+    assert spans[0].text == "Ctrl + F12\n표 삽입"
