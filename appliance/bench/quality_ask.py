@@ -96,6 +96,7 @@ def collect(
         done.repeated,
         chunks=[c.text for c in cites],
         cited=cited,
+        generated=done.stats.completion_tokens > 0,
     )
 
 

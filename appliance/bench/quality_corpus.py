@@ -95,7 +95,8 @@ def corpus_row(label: str, outcomes: Sequence[Outcome]) -> tuple[str, ...]:
         str(len(outcomes)),
         share(sum(o.shown_first for o in ok), n),
         share(sum(o.in_card for o in ok), n),
-        share(sum(o.in_text for o in ok), n),
+        # the generated-text columns count answers the engine wrote ("-": none, extractive)
+        share(sum(o.in_text for o in ok), sum(o.generated for o in ok)),
         share(sum(o.claims_supported for o in ok), sum(o.claims_total for o in ok)),
         share(sum(o.in_chunks for o in ok), n),
         share(sum(o.gold_cited_first for o in ok), n),

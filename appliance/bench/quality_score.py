@@ -133,6 +133,7 @@ class Outcome:
     gold_cited: bool = False  # one of the citations is the gold file
     claims_supported: int = 0  # the generated text's claims the check found supported
     claims_total: int = 0  # the generated text's claims (sentences that state something)
+    generated: bool = True  # the engine wrote the answer (not the card alone, nor a notice)
 
 
 def score(
@@ -147,10 +148,13 @@ def score(
     stopped: bool = False,
     chunks: Sequence[str] | None = None,
     cited: Sequence[str] = (),
+    generated: bool = True,
 ) -> Outcome:
     """The outcome of one asked question (``timings``: latency and TTFT in seconds;
     ``stopped``: the repeat guard ended the answer; ``chunks``: the texts of this turn's
-    retrieved chunks, ``sources`` where not given; ``cited``: every citation's file)."""
+    retrieved chunks, ``sources`` where not given; ``cited``: every citation's file;
+    ``generated``: the engine wrote ``answer``, else the generated-text columns count
+    nothing of it)."""
     answers = item["answers"]
     shown = card_text if card_text.strip() else answer
     retrieved = sources if chunks is None else chunks
@@ -166,11 +170,12 @@ def score(
         question=item["question"],
         stopped=stopped,
         in_card=hit(card_text, answers),
-        in_text=hit(answer, answers),
+        in_text=generated and hit(answer, answers),
         in_chunks=any(hit(c, answers) for c in retrieved),
         gold_cited=item["gold_file"] in cited,
-        claims_supported=check.supported if check is not None else 0,
-        claims_total=check.total if check is not None else 0,
+        claims_supported=check.supported if check is not None and generated else 0,
+        claims_total=check.total if check is not None and generated else 0,
+        generated=generated,
     )
 
 

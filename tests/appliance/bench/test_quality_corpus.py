@@ -64,6 +64,25 @@ def test_a_corpus_row_counts_each_place_of_the_fact() -> None:
     assert row["latency p50"] == "2.00 s" and row["latency p95"] == "2.90 s"
 
 
+def test_the_generated_text_columns_count_only_what_the_engine_wrote() -> None:
+    from rag.verify import AnswerCheck, SentenceVerdict
+
+    verdicts = (
+        SentenceVerdict(0, 10, True, (), (), "ok"),
+        SentenceVerdict(11, 20, False, (), (), "not found"),
+    )
+    check = AnswerCheck(verdicts, ())
+    args = (ITEM, "port 5432", "Port 5432.", "docs/net.html", check, [CHUNK], (1.0, 0.5), False)
+    written, quoted = score(*args), score(*args, generated=False)
+    assert written.in_text and (written.claims_supported, written.claims_total) == (1, 2)
+    # an extractive answer is the card: it is no generated text, and its claims are not the model's
+    assert not quoted.in_text and (quoted.claims_supported, quoted.claims_total) == (0, 0)
+    row = dict(zip(CORPUS_HEADERS, corpus_row("extractive", [quoted]), strict=True))
+    assert row["fact in generated text"] == row["generated claims supported"] == "-"
+    row = dict(zip(CORPUS_HEADERS, corpus_row("grounded", [written]), strict=True))
+    assert row["generated claims supported"] == "1/2 (50%)"
+
+
 def test_ingest_stats_give_chunks_per_page_and_per_second() -> None:
     results = [
         IngestResult("a.html", "indexed", 1, 6),
