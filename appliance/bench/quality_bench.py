@@ -43,9 +43,8 @@ from appliance.bench.quality_ask import ask_once
 from appliance.bench.quality_corpus import corpus_report, default_row, ingest_stats, missing_gold
 from appliance.bench.quality_followups import conversations, follow_up_report, follow_up_rows
 from appliance.bench.quality_followups import run_follow_ups as run_follow_up_rows
-from appliance.bench.quality_report import Row, describe, notable, report, rows
-from appliance.bench.quality_score import SUMMARY_HEADERS, Outcome, korean, percentile, summary_row
-from appliance.bench.table import render
+from appliance.bench.quality_report import Row, describe, mode_report, report, rows
+from appliance.bench.quality_score import Outcome, korean
 from appliance.core.config import (
     SAMPLE_CORPUS,
     AppConfig,
@@ -90,21 +89,6 @@ def mode_rows(defaults: Any, mode: str) -> list[Row]:
     """The one row of answer mode ``mode`` (``generative``, ``grounded`` or ``extractive``),
     with the configured repetition controls."""
     return [r for r in rows(defaults) if r.label == mode]
-
-
-def mode_report(results: dict[str, list[Outcome]], evidence_ms: Sequence[float]) -> list[str]:
-    """``report`` for a run of one answer mode: the EN and KO tables and the evidence p95,
-    without the targets (they compare the rows of every mode)."""
-    out = []
-    for lang, is_ko in (("English", False), ("Korean", True)):
-        table = [
-            summary_row(label, [o for o in outs if o.korean == is_ko])
-            for label, outs in results.items()
-        ]
-        out += [f"{lang} questions", render(SUMMARY_HEADERS, table)]
-    p95 = percentile(evidence_ms, 95)
-    out.append(f"evidence extraction p95 {p95:.1f} ms ({len(evidence_ms)} turns)")
-    return out + notable(results)
 
 
 def run_rows(

@@ -80,8 +80,8 @@ def describe(
     return "\n".join(lines)
 
 
-def report(results: dict[str, list[Outcome]], evidence_ms: Sequence[float]) -> list[str]:
-    """The EN and KO tables, the targets, and each loop, unflagged invention or error."""
+def language_tables(results: dict[str, list[Outcome]]) -> list[str]:
+    """The EN and KO tables: one row per mode."""
     out = []
     for lang, is_ko in (("English", False), ("Korean", True)):
         table = [
@@ -89,7 +89,24 @@ def report(results: dict[str, list[Outcome]], evidence_ms: Sequence[float]) -> l
             for label, outs in results.items()
         ]
         out += [f"{lang} questions", render(SUMMARY_HEADERS, table)]
+    return out
+
+
+def report(results: dict[str, list[Outcome]], evidence_ms: Sequence[float]) -> list[str]:
+    """The EN and KO tables, the targets, and each loop, unflagged invention or error."""
+    out = language_tables(results)
     out.append(render(("target", "measured", "met"), targets(results, evidence_ms)))
+    return out + notable(results)
+
+
+def mode_report(results: dict[str, list[Outcome]], evidence_ms: Sequence[float]) -> list[str]:
+    """``report`` for a run of one answer mode: the EN and KO tables and the evidence p95,
+    without the targets (they compare the rows of every mode)."""
+    p95 = percentile(evidence_ms, 95)
+    out = [
+        *language_tables(results),
+        f"evidence extraction p95 {p95:.1f} ms ({len(evidence_ms)} turns)",
+    ]
     return out + notable(results)
 
 
