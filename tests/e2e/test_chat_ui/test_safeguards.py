@@ -6,6 +6,7 @@ anything. The last file of the package (see __init__.py)."""
 from __future__ import annotations
 
 import json
+import time
 from urllib.parse import urlparse
 
 import pytest
@@ -125,11 +126,15 @@ def test_an_extractive_answer_offers_write_an_answer(admin_page, site: Site) -> 
             count, mode, tokens = db.execute(last).fetchone()
         assert (mode, tokens) == ("extractive", 0)  # no generation
         page.locator("#write").click()
-        expect(page.locator("#write-box")).to_be_hidden(timeout=TURN_MS)
-        expect(page.locator("#panel tr[data-metric='ttft']")).to_be_visible(timeout=TURN_MS)
-    with site.db() as db:
-        written = db.execute(last).fetchone()
+        # the written answer is stored once the model has finished: wait for it there
+        deadline, written = time.monotonic() + TURN_MS / 1000, (count, mode, tokens)
+        while written[1] != "grounded" and time.monotonic() < deadline:
+            time.sleep(0.5)
+            with site.db() as db:
+                written = db.execute(last).fetchone()
     assert written[0] == count and written[1] == "grounded" and written[2] > 0  # replaced
+    expect(page.locator("#write-box")).to_be_hidden(timeout=TURN_MS)
+    expect(page.locator("#panel tr[data-metric='ttft']")).to_be_visible()
 
 
 def test_no_asset_left_the_box(site: Site) -> None:
