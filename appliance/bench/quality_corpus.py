@@ -13,14 +13,13 @@ caller's (``appliance.bench.quality_bench``).
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from appliance.bench.quality_report import CONTROLS, Row
-from appliance.bench.quality_score import Outcome, percentile, share
+from appliance.bench.quality_score import Outcome, share, timing_cells
 from appliance.bench.table import render
 
 CORPUS_HEADERS = (
@@ -88,8 +87,6 @@ def corpus_row(label: str, outcomes: Sequence[Outcome]) -> tuple[str, ...]:
     """One table row: one mode, one language."""
     ok = [o for o in outcomes if not o.error]
     n = len(ok)
-    lat = [o.latency_s for o in ok]
-    ttft = [o.ttft_s for o in ok]
     return (
         label,
         str(len(outcomes)),
@@ -101,10 +98,7 @@ def corpus_row(label: str, outcomes: Sequence[Outcome]) -> tuple[str, ...]:
         share(sum(o.in_chunks for o in ok), n),
         share(sum(o.gold_cited_first for o in ok), n),
         share(sum(o.gold_cited for o in ok), n),
-        f"{percentile(lat, 50):.2f} s",
-        f"{percentile(lat, 95):.2f} s",
-        f"{statistics.median(ttft):.3f} s" if ttft else "-",
-        str(len(outcomes) - n),
+        *timing_cells(outcomes),
     )
 
 

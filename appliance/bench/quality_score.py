@@ -199,8 +199,6 @@ def summary_row(label: str, outcomes: Sequence[Outcome]) -> tuple[str, ...]:
     """One table row for one mode and one language."""
     ok = [o for o in outcomes if not o.error]
     n = len(ok)
-    lat = [o.latency_s for o in ok]
-    ttft = [o.ttft_s for o in ok]
     return (
         label,
         share(sum(o.shown_first for o in ok), n),
@@ -209,10 +207,20 @@ def summary_row(label: str, outcomes: Sequence[Outcome]) -> tuple[str, ...]:
         str(sum(o.looped for o in ok)),
         str(sum(o.stopped for o in ok)),
         str(sum(len(o.inventions) for o in ok)),
+        *timing_cells(outcomes),
+    )
+
+
+def timing_cells(outcomes: Sequence[Outcome]) -> tuple[str, str, str, str]:
+    """The last cells of a row: latency p50 and p95, TTFT p50 (of the answered), errors."""
+    ok = [o for o in outcomes if not o.error]
+    lat = [o.latency_s for o in ok]
+    ttft = [o.ttft_s for o in ok]
+    return (
         f"{percentile(lat, 50):.2f} s",
         f"{percentile(lat, 95):.2f} s",
         f"{statistics.median(ttft):.3f} s" if ttft else "-",
-        str(len(outcomes) - n),
+        str(len(outcomes) - len(ok)),
     )
 
 
