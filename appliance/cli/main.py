@@ -43,10 +43,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not args.paths and not args.reindex:
         print("appliance ingest: give files or folders, or --reindex", file=sys.stderr)
         return 2
-    appliance = build_appliance(config)
+    progress = _ReindexBar(tqdm) if args.reindex else None
+    appliance = build_appliance(config, reindex=progress)
     try:
-        if args.reindex:
-            _reindex(appliance.knowledge, tqdm)
+        if progress is not None:
+            progress.close()
+            print(f"reindexed {appliance.knowledge.index.size} chunks", flush=True)
         # a folder's files are named by their path below it; a file given alone by its name
         groups = [
             (files_in(path), path) if path.is_dir() else ([path], None)
@@ -76,17 +78,18 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         appliance.close()
 
 
-def _reindex(knowledge, tqdm) -> None:  # noqa: ANN001 - KnowledgeBase, the tqdm class
-    """Recompute every chunk's vector, BM25 tokens and evidence pieces, with a progress bar."""
-    bar = tqdm(total=0, unit="chunk", desc="reindex", file=sys.stderr)
+class _ReindexBar:
+    """A progress callback for ``KnowledgeBase.reindex`` that draws a tqdm bar on stderr."""
 
-    def progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.update(done - bar.n)
+    def __init__(self, tqdm) -> None:  # noqa: ANN001 - the tqdm class
+        self.bar = tqdm(total=0, unit="chunk", desc="reindex", file=sys.stderr)
 
-    count = knowledge.reindex(progress=progress)
-    bar.close()
-    print(f"reindexed {count} chunks", flush=True)
+    def __call__(self, done: int, total: int) -> None:
+        self.bar.total = total
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def cmd_users(args: argparse.Namespace) -> int:
@@ -227,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--reindex",
         action="store_true",
-        help="recompute every chunk's vectors and evidence sentences (then ingest any paths)",
+        help="recompute every chunk's vectors and evidence sentences with the configured embedder "
+        "(after switching embedders), then ingest any paths",
     )
     p.set_defaults(func=cmd_ingest)
 

@@ -19,7 +19,7 @@ from appliance.core.services.chat import ChatService
 from appliance.core.services.directory_settings import DirectorySettingsStore
 from appliance.core.services.grounding import default_answer_mode
 from appliance.core.services.ingest import IngestService
-from appliance.core.services.knowledge import KnowledgeBase
+from appliance.core.services.knowledge import KnowledgeBase, Progress
 from appliance.core.services.ocr import ocr_settings
 from appliance.core.services.settings import ChatSettings, SettingsService
 from appliance.wiring.auth import build_auth, directory_settings
@@ -27,6 +27,7 @@ from engine.base import Engine
 from rag.boilerplate import RepeatRule
 from rag.chunk_budget import ChunkBudget
 from rag.embeddings import Embedder
+from rag.index_embedder import EmbedderMismatch
 from rag.ordering import ContextOrdering, default_ordering
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,29 @@ def open_database(config: AppConfig) -> Database:
     return db
 
 
+def open_knowledge(
+    config: AppConfig, db: Database, embedder: Embedder, reindex: Progress | None
+) -> KnowledgeBase:
+    """The knowledge base, in step with the database: reconciled, or embedded anew when
+    ``reindex`` is given. An index built by another embedder is a config error that says how
+    to switch (the old vectors are kept until a reindex replaces them)."""
+    try:
+        knowledge = KnowledgeBase(db, embedder, config.paths.index_dir, rebuild=reindex is not None)
+    except EmbedderMismatch as exc:
+        raise ConfigError(
+            f"config error: rag.embedding_model_path: {exc}. Run `appliance ingest --reindex` "
+            f"to embed every chunk again with {exc.model!r}, or set rag.embedding_model_path "
+            "back to the index's embedder"
+        ) from exc
+    if reindex is not None:
+        knowledge.reindex(progress=reindex)
+        return knowledge
+    added, removed = knowledge.reconcile()
+    if added or removed:
+        log.info("index reconciled with the database: %d added, %d removed", added, removed)
+    return knowledge
+
+
 def bootstrap_admin(config: AppConfig, auth: AuthService) -> str | None:
     """Create the first admin with a generated password; return it (to show once) or None."""
     if auth.has_admin():
@@ -120,19 +144,21 @@ def bootstrap_admin(config: AppConfig, auth: AuthService) -> str | None:
 
 
 def build_appliance(
-    config: AppConfig, engine: Engine | None = None, embedder: Embedder | None = None
+    config: AppConfig,
+    engine: Engine | None = None,
+    embedder: Embedder | None = None,
+    reindex: Progress | None = None,
 ) -> Appliance:
-    """Start every part in order. ``engine`` and ``embedder`` let tests share loaded models."""
+    """Start every part in order. ``engine`` and ``embedder`` let tests share loaded models.
+    ``reindex`` (a progress callback) embeds every chunk again instead of reconciling the
+    index: the way to switch embedders, since an index of another embedder is refused."""
     db = open_database(config)
     directory = directory_settings(config, db)
     auth = build_auth(config, db, directory)
     password = bootstrap_admin(config, auth)
     engine = engine or build_engine(config)
     embedder = embedder or Embedder(config.rag.embedding_model_path)
-    knowledge = KnowledgeBase(db, embedder, config.paths.index_dir)
-    added, removed = knowledge.reconcile()
-    if added or removed:
-        log.info("index reconciled with the database: %d added, %d removed", added, removed)
+    knowledge = open_knowledge(config, db, embedder, reindex)
     ingest = IngestService(
         db,
         knowledge,

@@ -27,6 +27,7 @@ from rag.embeddings import Embedder
 from rag.evidence import EvidenceCandidate, EvidenceSpan, rank_evidence
 from rag.hybrid import HybridRetriever
 from rag.index import VectorIndex
+from rag.index_embedder import check_embedder
 from rag.piece_store import PieceStore
 from rag.piece_vectors import build_pieces
 from rag.prompt import chunk_header
@@ -49,7 +50,14 @@ Progress = Callable[[int, int], None]  # (chunks done, chunks in all)
 
 
 class KnowledgeBase:
-    def __init__(self, db: Database, embedder: Embedder, index_dir: Path) -> None:
+    def __init__(
+        self, db: Database, embedder: Embedder, index_dir: Path, rebuild: bool = False
+    ) -> None:
+        """Open the index in ``index_dir`` for ``embedder``. An index of another embedder is
+        refused (``rag.index_embedder.EmbedderMismatch``) unless ``rebuild``: then it is
+        dropped, to be filled by ``reindex``; the database's chunks are never touched."""
+        if not rebuild:
+            check_embedder(index_dir, embedder.name, embedder.dim)
         self.db = db
         self.embedder = embedder
         self.index_dir = index_dir

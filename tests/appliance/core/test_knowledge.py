@@ -3,6 +3,7 @@ collection access, delete and update, a batch with bad files, and a crash during
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -211,6 +212,7 @@ def test_reconcile_fills_in_the_pieces_of_an_old_index(appliance, tmp_path: Path
 
 def test_reindex_through_the_cli(tmp_path: Path, model_dir, engine, embedder, config_for) -> None:  # noqa: ANN001
     from appliance.wiring.appliance import build_appliance
+    from rag.index import INDEX_FILE, MANIFEST_FILE, VectorIndex
     from rag.piece_store import PIECES_FILE, PieceStore
 
     data = tmp_path / "data"
@@ -221,9 +223,26 @@ def test_reindex_through_the_cli(tmp_path: Path, model_dir, engine, embedder, co
         ids = app.knowledge.index.ids()
     finally:
         app.db.dispose()
-    (config.paths.index_dir / PIECES_FILE).unlink()
+    # as the index looks after a switch of rag.embedding_model_path: another model's vectors
+    manifest_file = config.paths.index_dir / MANIFEST_FILE
+    manifest = json.loads(manifest_file.read_text())
+    manifest_file.write_text(json.dumps(manifest | {"model": "bge-m3", "dim": 1024}))
+    vectors_before = (config.paths.index_dir / INDEX_FILE).read_bytes()
     env = {k: v for k, v in os.environ.items() if not k.startswith("APPLIANCE_")}
     env |= {"APPLIANCE_PATHS__DATA_DIR": str(data), "APPLIANCE_ENGINE__MODEL_PATH": str(model_dir)}
+    (tmp_path / "new.md").write_text("# Travel\n\nTrains are booked through the portal.\n")
+    mixed = subprocess.run(
+        [sys.executable, "-m", "appliance.cli", "ingest", str(tmp_path / "new.md")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert mixed.returncode == 2, mixed.stderr
+    assert "'bge-m3' (dim 1024)" in mixed.stderr and repr(embedder.name) in mixed.stderr
+    assert "appliance ingest --reindex" in mixed.stderr
+    assert (config.paths.index_dir / INDEX_FILE).read_bytes() == vectors_before  # nothing mixed
+    (config.paths.index_dir / PIECES_FILE).unlink()
     out = subprocess.run(
         [sys.executable, "-m", "appliance.cli", "ingest", "--reindex"],
         capture_output=True,
@@ -235,6 +254,8 @@ def test_reindex_through_the_cli(tmp_path: Path, model_dir, engine, embedder, co
     assert f"reindexed {len(ids)} chunks" in out.stdout and "reindex" in out.stderr
     store = PieceStore.load(config.paths.index_dir, embedder.dim, embedder.name)
     assert store is not None and store.ids() == ids
+    index = VectorIndex.load(config.paths.index_dir, embedder.dim, embedder.name)
+    assert index is not None and index.ids() == ids  # the configured embedder's, in full
     refused = subprocess.run(
         [sys.executable, "-m", "appliance.cli", "ingest"], capture_output=True, text=True, env=env
     )

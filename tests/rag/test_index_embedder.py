@@ -1,0 +1,43 @@
+"""An index records its embedder; another embedder is refused, an empty index is no conflict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag.index import VectorIndex
+from rag.index_embedder import EmbedderMismatch, check_embedder, saved_embedder
+
+
+def _saved(directory: Path, model: str, dim: int, vectors: int) -> None:
+    index = VectorIndex(dim, model)
+    if vectors:
+        rows = np.random.default_rng(0).standard_normal((vectors, dim)).astype(np.float32)
+        index.add(list(range(1, vectors + 1)), rows / np.linalg.norm(rows, axis=1, keepdims=True))
+    index.save(directory)
+
+
+def test_the_saved_manifest_names_the_embedder(tmp_path: Path) -> None:
+    assert saved_embedder(tmp_path) is None  # no index yet
+    _saved(tmp_path, "all-MiniLM-L6-v2", 8, 3)
+    saved = saved_embedder(tmp_path)
+    assert saved is not None and (saved.model, saved.dim, saved.count) == ("all-MiniLM-L6-v2", 8, 3)
+
+
+def test_another_embedder_is_refused_and_says_which(tmp_path: Path) -> None:
+    _saved(tmp_path, "all-MiniLM-L6-v2", 8, 3)
+    check_embedder(tmp_path, "all-MiniLM-L6-v2", 8)  # the same one: fine
+    for model, dim in (("bge-m3", 16), ("bge-m3", 8), ("all-MiniLM-L6-v2", 16)):
+        with pytest.raises(EmbedderMismatch) as refused:
+            check_embedder(tmp_path, model, dim)
+        assert "'all-MiniLM-L6-v2' (dim 8)" in str(refused.value)
+        assert f"{model!r} (dim {dim})" in str(refused.value) and "3 vectors" in str(refused.value)
+
+
+def test_an_empty_or_unreadable_index_is_no_conflict(tmp_path: Path) -> None:
+    _saved(tmp_path, "all-MiniLM-L6-v2", 8, 0)
+    check_embedder(tmp_path, "bge-m3", 16)
+    (tmp_path / "manifest.json").write_text("{not json")
+    check_embedder(tmp_path, "bge-m3", 16)  # rebuilt from the database anyway
