@@ -23,6 +23,7 @@ from installer.layout import SYSTEM_PREFIX, Layout
 from installer.preflight import preflight
 from installer.profiles import GATEWAY_PORT, Options, extra_for
 from installer.state import load_state, save_state
+from installer.steps_index import step_index
 from installer.steps_install import step_models, step_packages, step_venv
 from installer.steps_system import (
     SERVICE_USER,
@@ -224,7 +225,7 @@ def _backup(layout: Layout) -> None:
 
 def _install_steps(ctx: Context) -> list[StepResult]:
     """Steps 3-7 in order (OCR's Debian packages, venv, packages, models, user, config, admin,
-    units), each printed."""
+    index, units), each printed."""
     results = [step_system_packages(ctx), step_venv(ctx), step_packages(ctx)]
     for r in results:
         _print(r)
@@ -234,6 +235,7 @@ def _install_steps(ctx: Context) -> list[StepResult]:
         lambda: step_service_user(ctx),  # first: the config's group is the service user
         lambda: step_config(ctx, model_path, embed_path),
         lambda: step_admin(ctx),
+        lambda: step_index(ctx),  # after the config (its embedder) and the database
         lambda: step_units(ctx),
     ):
         result = step()

@@ -22,6 +22,12 @@ def default_model_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
+def embedder_name(model_dir: str | Path = "") -> str:
+    """The name an index records for the embedder of ``model_dir`` (empty: the bundled one),
+    known without loading the model: its folder's name."""
+    return Path(model_dir).name if model_dir else "all-MiniLM-L6-v2"
+
+
 class Embedder:
     """Batched, L2-normalised float32 embeddings (inner product = cosine)."""
 
@@ -31,7 +37,7 @@ class Embedder:
         path = Path(model_dir) if model_dir else default_model_dir()
         if not (path / "config.json").is_file() and not (path / "modules.json").is_file():
             raise FileNotFoundError(f"rag.embedding_model_path: {path} is not a model directory")
-        self.name = path.name if model_dir else "all-MiniLM-L6-v2"
+        self.name = embedder_name(model_dir)
         self.model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
         self.batch_size = batch_size
         self.dim = int(self.model.get_embedding_dimension())

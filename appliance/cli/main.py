@@ -30,7 +30,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from appliance.wiring.appliance import build_appliance
+    from appliance.wiring.appliance import build_appliance, reindex_knowledge
 
     config = _config(args)
     config = config.model_copy(
@@ -43,12 +43,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not args.paths and not args.reindex:
         print("appliance ingest: give files or folders, or --reindex", file=sys.stderr)
         return 2
-    progress = _ReindexBar(tqdm) if args.reindex else None
-    appliance = build_appliance(config, reindex=progress)
+    if args.reindex:
+        bar = _ReindexBar(tqdm)
+        count = reindex_knowledge(config, progress=bar)
+        bar.close()
+        print(f"reindexed {count} chunks", flush=True)
+        if not args.paths:
+            return 0
+    appliance = build_appliance(config)
     try:
-        if progress is not None:
-            progress.close()
-            print(f"reindexed {appliance.knowledge.index.size} chunks", flush=True)
         # a folder's files are named by their path below it; a file given alone by its name
         groups = [
             (files_in(path), path) if path.is_dir() else ([path], None)

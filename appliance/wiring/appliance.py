@@ -112,26 +112,43 @@ def open_database(config: AppConfig) -> Database:
 
 
 def open_knowledge(
-    config: AppConfig, db: Database, embedder: Embedder, reindex: Progress | None
+    config: AppConfig,
+    db: Database,
+    embedder: Embedder,
+    rebuild: bool = False,
+    progress: Progress | None = None,
 ) -> KnowledgeBase:
-    """The knowledge base, in step with the database: reconciled, or embedded anew when
-    ``reindex`` is given. An index built by another embedder is a config error that says how
-    to switch (the old vectors are kept until a reindex replaces them)."""
+    """The knowledge base, in step with the database: reconciled, or with every chunk embedded
+    anew when ``rebuild``. An index built by another embedder is a config error that says how
+    to switch (its vectors stay as they are until a rebuild replaces them)."""
     try:
-        knowledge = KnowledgeBase(db, embedder, config.paths.index_dir, rebuild=reindex is not None)
+        knowledge = KnowledgeBase(db, embedder, config.paths.index_dir, rebuild=rebuild)
     except EmbedderMismatch as exc:
         raise ConfigError(
             f"config error: rag.embedding_model_path: {exc}. Run `appliance ingest --reindex` "
             f"to embed every chunk again with {exc.model!r}, or set rag.embedding_model_path "
             "back to the index's embedder"
         ) from exc
-    if reindex is not None:
-        knowledge.reindex(progress=reindex)
+    if rebuild:
+        knowledge.reindex(progress=progress)
         return knowledge
-    added, removed = knowledge.reconcile()
+    added, removed = knowledge.reconcile(progress=progress)
     if added or removed:
         log.info("index reconciled with the database: %d added, %d removed", added, removed)
     return knowledge
+
+
+def reindex_knowledge(
+    config: AppConfig, embedder: Embedder | None = None, progress: Progress | None = None
+) -> int:
+    """Embed every chunk again with the configured embedder (the way to switch embedders);
+    the number of chunks. Needs neither the engine nor a running appliance."""
+    db = open_database(config)
+    try:
+        embedder = embedder or Embedder(config.rag.embedding_model_path)
+        return open_knowledge(config, db, embedder, rebuild=True, progress=progress).index.size
+    finally:
+        db.dispose()
 
 
 def bootstrap_admin(config: AppConfig, auth: AuthService) -> str | None:
@@ -144,21 +161,16 @@ def bootstrap_admin(config: AppConfig, auth: AuthService) -> str | None:
 
 
 def build_appliance(
-    config: AppConfig,
-    engine: Engine | None = None,
-    embedder: Embedder | None = None,
-    reindex: Progress | None = None,
+    config: AppConfig, engine: Engine | None = None, embedder: Embedder | None = None
 ) -> Appliance:
-    """Start every part in order. ``engine`` and ``embedder`` let tests share loaded models.
-    ``reindex`` (a progress callback) embeds every chunk again instead of reconciling the
-    index: the way to switch embedders, since an index of another embedder is refused."""
+    """Start every part in order. ``engine`` and ``embedder`` let tests share loaded models."""
     db = open_database(config)
     directory = directory_settings(config, db)
     auth = build_auth(config, db, directory)
     password = bootstrap_admin(config, auth)
     engine = engine or build_engine(config)
     embedder = embedder or Embedder(config.rag.embedding_model_path)
-    knowledge = open_knowledge(config, db, embedder, reindex)
+    knowledge = open_knowledge(config, db, embedder)
     ingest = IngestService(
         db,
         knowledge,
