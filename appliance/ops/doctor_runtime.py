@@ -125,6 +125,7 @@ def app_check(config: AppConfig) -> Check:
 def index_check(config: AppConfig) -> Check:
     """The index files are readable and hold as many live vectors as the DB has chunks."""
     from rag.bm25 import BM25_FILE
+    from rag.embeddings import embedder_name
     from rag.index import INDEX_FILE, MANIFEST_FILE
 
     directory = config.paths.index_dir
@@ -156,6 +157,14 @@ def index_check(config: AppConfig) -> Check:
     if not (directory / BM25_FILE).is_file():
         return Check("index", True, f"{BM25_FILE} missing: the next start rebuilds it", True)
     detail = f"{live} vectors ({manifest.get('kind')}, {manifest.get('model')})"
+    wanted = embedder_name(config.rag.embedding_model_path)
+    if live and manifest.get("model") != wanted:
+        return Check(
+            "index",
+            False,
+            f"{detail} but rag.embedding_model_path is {wanted!r}: the app refuses to mix two "
+            "embedders' vectors; run `appliance ingest --reindex` (or set the path back)",
+        )
     if chunks is not None and live != chunks:
         return Check(
             "index", True, f"{detail} vs {chunks} chunks: the next start reconciles them", True

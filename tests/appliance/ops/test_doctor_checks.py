@@ -81,6 +81,13 @@ def test_index_check_on_real_index_files(appliance, tmp_path: Path, capsys) -> N
             ),
         }
     )
+    switched = config.model_copy(
+        update={"rag": config.rag.model_copy(update={"embedding_model_path": "/srv/m/bge-m3"})}
+    )
+    mixed = index_check(switched)  # the config names another embedder than the index's
+    assert (
+        not mixed.ok and "'bge-m3'" in mixed.detail and "appliance ingest --reindex" in mixed.detail
+    )
     (data / "index" / "vectors.faiss").write_bytes(b"\0" * 64)
     bad = index_check(config)
     assert not bad.ok and "unreadable" in bad.detail and "rebuilds it" in bad.detail
