@@ -76,6 +76,11 @@ class Outcome:
     riders: int = 0  # cache riders sent (candidate chunks beyond the top-k)
     layouts: Counter[str] = field(default_factory=Counter)  # layouts sent, by kind
     predicted: int = 0  # cached tokens the shadow predicted for the layouts sent
+    # appended follow-ups: their prefill, and their floor (the tokens of the user message they
+    # add: nothing after a conversation's own history can be cached, whatever the order; only
+    # counted when the replay has a token count)
+    appended_prefill: int = 0
+    appended_floor: int = 0
 
     @property
     def prefill_tokens(self) -> int:
@@ -113,7 +118,8 @@ class Replayer:
         turn has; 0: none). ``page_tokens``: the backend's cache granularity (told to the
         ordering with each report, as the chat service does). ``layout``: how turns are laid
         out (``rag.layout.LAYOUTS``; None: appended); ``adaptive`` counts each candidate's
-        prompt tokens with ``count``."""
+        prompt tokens with ``count``; with ``count``, every row also counts the floor of its
+        appended follow-ups (``Outcome.appended_floor``)."""
         self.system = workload.system_prompt
         self.ordering, self.strategy, self.backend = ordering, strategy, backend
         self.riders = riders
@@ -122,6 +128,7 @@ class Replayer:
         if self.layout == ADAPTIVE and count is None:
             raise ValueError("the adaptive layout needs a prompt token count")
         # one layout has nothing to choose between: its prompt tokens are not needed
+        self.counts = count is not None
         self.count = count or (lambda messages: 0)
         self.conversations: dict[int, Conversation] = {}
         self.outcome = Outcome()
@@ -154,6 +161,10 @@ class Replayer:
             lambda candidate: self.ordering.predicted_cached(candidate.keys),
             turn.candidates,
         )
+        floor = 0
+        if self.counts and layout.kind == APPEND and conv.sent:
+            # what the follow-up adds after its conversation's last prompt and answer
+            floor = count(layout.messages) - count(conv.sent)
         served = self.backend(layout.messages, turn.answer)
         self.ordering.observe(
             layout.prefix,
@@ -170,17 +181,20 @@ class Replayer:
         )
         conv.record(layout, turn.answer)
         with self._lock:
-            self._count(turn, served, sum(c.rider for c in layout.citations))
+            self._count(turn, served, sum(c.rider for c in layout.citations), floor)
             self.outcome.layouts[layout.kind] += 1
             self.outcome.predicted += scored[layout.kind][1]
 
-    def _count(self, turn: Turn, served: Served, riders: int) -> None:
+    def _count(self, turn: Turn, served: Served, riders: int, floor: int = 0) -> None:
         out = self.outcome
         out.prompt_tokens += served.prompt_tokens
         out.cached_tokens += served.cached_tokens
         out.ttfts.append(served.ttft_s)
         out.prefills.append(served.prompt_tokens - served.cached_tokens)
         out.first_turn.append(turn.turn == 0)
+        if floor:
+            out.appended_prefill += served.prompt_tokens - served.cached_tokens
+            out.appended_floor += floor
         out.requests += 1
         out.riders += riders
 

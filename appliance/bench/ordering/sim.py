@@ -1,6 +1,13 @@
 """``appliance bench ordering``, part 1: every strategy through the token-level radix LRU
 simulator at every capacity (prefill, hit ratio, first and later turns, the median turn), the
-simulator's targets, and what a paged cache gives up."""
+simulator's targets, and what a paged cache gives up.
+
+Follow-ups against ContextPilot, and their floor: an appended follow-up's chunks new to its
+conversation follow that conversation's own history, so no order gets them from the cache; the
+``appended follow-ups / floor`` column is their prefill over the tokens they add (1.0: every
+appended follow-up paid exactly what it added). Where a cache holds the conversations, every
+appending strategy's follow-ups sit at that floor and only cache riders (chunks a conversation
+already holds, so a later turn renders nothing new) lower them."""
 
 from __future__ import annotations
 
@@ -41,7 +48,7 @@ def simulate(
                 simulator_backend(RadixLRU(cap), pieces),
                 v.riders,
                 layout=v.layout,
-                count=count if v.layout else None,
+                count=count,  # every row: the floor of its appended follow-ups
             )
             for v in rows
         }
@@ -59,6 +66,8 @@ def simulate(
                     f"{r.first_turn_prefill:,}",
                     fmt_ratio(r.first_turn_prefill, cp.first_turn_prefill) if cp else "-",
                     f"{r.prefill_tokens - r.first_turn_prefill:,}",
+                    fmt_ratio(_later(r), _later(cp)) if cp else "-",
+                    fmt_ratio(r.appended_prefill, r.appended_floor) if r.appended_floor else "-",
                     fmt_ratio(statistics.median(r.prefills), statistics.median(base.prefills)),
                     f"{r.riders / r.requests:.2f}" if r.requests else "-",
                     _layouts(r),
@@ -75,6 +84,10 @@ def simulate(
         "1st-turn prefill",
         "1st-turn vs cp",
         "later-turn prefill",
+        "later-turn vs cp",
+        # appended follow-ups' prefill over the tokens each adds after its conversation's last
+        # prompt and answer: no order can cache those (they follow a history of its own)
+        "appended follow-ups / floor",
         # what TTFT p50 can gain at most on this cache: the median turn's prefill
         "p50 turn prefill vs rel.",
         "riders/turn",
@@ -83,6 +96,11 @@ def simulate(
         "append/re-lay, pred. error",
     )
     return render(headers, lines), simulator_targets(per_cap)
+
+
+def _later(r: Outcome) -> int:
+    """Prefill of follow-ups (every turn but a session's first)."""
+    return r.prefill_tokens - r.first_turn_prefill
 
 
 def _layouts(r: Outcome) -> str:
