@@ -48,6 +48,21 @@ real EN 17 / 20 -> 23 / 28 of 31, real KO 4 / 5 -> 8 / 11 of 16, handbook 15 / 1
 of 24. Most misses left are lexical (Kiwi splits "붙여넣기" so "넣" matches it) or between
 two pieces of the same shape ("Ctrl + Tab" against "Ctrl + F12", both "삽입").
 
+Manuals are definition lists, and the card quoted a term's definition without the term
+("This is the Fast Shutdown mode." for "which signal?"), or a term alone ("sqlite3.paramstyle¶").
+So each unit is read with the label lines above it, or, a label itself, with its definition
+line (``rag.evidence_labels``); the sentence splitter cuts after a finished sentence before a
+lowercase label line ("The default is off." / "ssl_ca_file (string)", ``rag.sentences``); a
+value sentence borrows past a piece stating another kind of value ("... the postgresql.conf
+file ..." between the naming sentence and "The default is server.crt."); and a colon halves a
+piece only when a list item or table row follows it (a sentence ending "...:" before a code
+line is no list intro). Through the chat path in extractive mode (``appliance bench quality
+--mode extractive``: the fact in the 2-unit card), before -> after, dev: pg15 21 -> 21 of 21,
+py311 9 -> 11 of 11, lo-ko 15 -> 15 of 16, handbook 44 -> 44 of 48; held out: pg15 19 -> 21 of
+21, py311 9 -> 10 of 10, lo-ko 11 -> 11 of 16, handbook 19 -> 19 of 24. Reading each chunk on
+into the next of its section (``rag.neighbours``) changed no dev count on any set, for about
+twice the extraction time, so it is off by default (``rag.neighbour_chunks``).
+
 The spans returned are verbatim: ``span.text == chunk_text[span.start:span.end]``.
 """
 
@@ -137,10 +152,10 @@ def _cue_bonus(
 def _inherit_intros(
     fused: np.ndarray, scores: PieceScores, candidates: Sequence[EvidenceCandidate]
 ) -> np.ndarray:
-    """A piece ending in a colon ("To register a visitor:"), like a table's header row, states
-    nothing itself: it introduces the list items or table rows right after it. It matches the
-    question best (it restates it), so it hands its score to those pieces (times
-    ``INTRO_SHARE``) and keeps only ``INTRO_KEEP`` of it."""
+    """A piece ending in a colon ("To register a visitor:") before a list item or a table row,
+    like a table's header row, states nothing itself: it introduces the list items or table
+    rows right after it. It matches the question best (it restates it), so it hands its score
+    to those pieces (times ``INTRO_SHARE``) and keeps only ``INTRO_KEEP`` of it."""
     out = fused.copy()
     intro: float | None = None  # the score of the open intro, while its list goes on
     last_ci = -1
@@ -155,10 +170,21 @@ def _inherit_intros(
         elif intro is not None:
             out[n] = max(fused[n], INTRO_SHARE * intro + 1e-3 * fused[n])
         header = listed and _HEADER_BELOW.match(cand.text, end) is not None
-        if header or cand.text[start:end].rstrip().endswith(":"):
+        colon = cand.text[start:end].rstrip().endswith(":") and _list_follows(scores, n, candidates)
+        if header or colon:
             intro = float(fused[n]) if intro is None else max(intro, float(fused[n]))
             out[n] = INTRO_KEEP * fused[n]
     return out
+
+
+def _list_follows(scores: PieceScores, n: int, candidates: Sequence[EvidenceCandidate]) -> bool:
+    """Whether the piece after piece ``n`` (in its chunk) is a list item or a table row: a
+    colon before code or prose ("... precision (defaulting to 28 places) which can be as
+    large as needed:" / ">>> getcontext().prec = 6") introduces no list and keeps its score."""
+    if n + 1 >= len(scores.where):
+        return False
+    (ci, j), (cj, k) = scores.where[n], scores.where[n + 1]
+    return ci == cj and k == j + 1 and candidates[ci].pieces.kind(k) in ("item", "row")
 
 
 def rank_evidence(
@@ -237,4 +263,5 @@ def _passages(
         else frozenset()
         for (ci, _), (a, b) in zip(scores.where, bounds, strict=True)
     ]
-    return passages(fused, scores.where, bounds, texts, carried)
+    kinds = [candidates[ci].pieces.kind(j) for ci, j in scores.where]
+    return passages(fused, scores.where, bounds, texts, carried, kinds)

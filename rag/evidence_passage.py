@@ -10,41 +10,21 @@ words is the naming one; the fact is beside it. So a piece that carries an answe
 question asks for (``rag.answer_type``) gets ``TYPE_BONUS`` for each such type, and takes the
 score of a naming piece when that is higher: the piece right after it, and for a sentence
 (a label describes what follows it) up to ``REACH`` pieces before it, not past another piece
-that carries a wanted type nor across a blank line. A neighbour it borrows from is quoted
-with it as one passage (one verbatim span of the chunk), so the card reads "<what> <value>".
-Measured in ``rag.evidence``'s docstring.
+that carries the wanted types it carries nor across a blank line. A neighbour it borrows
+from is quoted with it as one passage (one verbatim span of the chunk), so the card reads
+"<what> <value>". Measured in ``rag.evidence``'s docstring.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
+from rag.evidence_labels import JOIN_MAX_CHARS, Passage, is_label, with_labels
+
 TYPE_BONUS = 0.1  # per answer type the piece carries of those the question asks for
 REACH = 3  # pieces before an answer sentence whose score it may take
-JOIN_MAX_CHARS = 400  # a neighbour pair longer than this is not joined into one passage
-LABEL_MAX_CHARS = 40  # a piece this short with no sentence end is a label ("Ctrl + F12")
-_SENTENCE_END = re.compile(r"[.!?。:](?:\s|$)")
-
-
-@dataclass(frozen=True)
-class Passage:
-    """One unit of the card: pieces ``first``..``last`` (inclusive) of candidate ``ci``, its
-    score, and the piece that carries the answer."""
-
-    ci: int
-    first: int
-    last: int
-    answer: int
-    score: float
-
-
-def is_label(piece: str) -> bool:
-    """Whether ``piece`` is a label line: short, and no sentence end."""
-    return len(piece.strip()) <= LABEL_MAX_CHARS and not _SENTENCE_END.search(piece)
 
 
 def passages(
@@ -53,14 +33,18 @@ def passages(
     bounds: Sequence[tuple[int, int]],
     texts: Sequence[str],
     carried: Sequence[frozenset[str]],
+    kinds: Sequence[str] | None = None,
 ) -> list[Passage]:
     """One passage per piece (``where[n]`` = (candidate, piece index), ``bounds[n]`` its
     offsets into ``texts[candidate]``, ``carried[n]`` the wanted answer types it carries).
     A piece that carries some scores ``TYPE_BONUS`` a type more, and may borrow the score of
     a piece that names its subject, within its paragraph (no blank line between): the piece
     right after it, and for a sentence (not a label) those up to ``REACH`` before it, back
-    to the previous piece that carries a wanted type (that one states its own value). It is
-    joined with the piece it borrows from when they are neighbours."""
+    to the previous piece that carries every wanted type it carries (that one states its own
+    value; one stating another kind, a file beside a default, does not stop it). It is
+    joined with the piece it borrows from when they are neighbours. Each passage is then read
+    with its term, or a term with its definition (``rag.evidence_labels``; ``kinds[n]``: the
+    piece's kind, None: every piece a sentence)."""
     at = {w: n for n, w in enumerate(where)}
     out: list[Passage] = []
     for n, (ci, j) in enumerate(where):
@@ -82,7 +66,7 @@ def passages(
                 if score > best.score:
                     first, last = (lo, hi) if joined else (n, n)
                     best = Passage(ci, where[first][1], where[last][1], j, score)
-                if carried[m] and d > 0:
+                if d > 0 and carried[m] and carried[m] >= carried[n]:
                     break  # the value of what the pieces before it name
-        out.append(best)
+        out.append(with_labels(best, at, bounds, texts, kinds))
     return out

@@ -21,9 +21,10 @@ Decisions:
   the rule-based splitter below, which does not split after abbreviations ("e.g.", "Mr.",
   "ext."), initials, or inside decimals, versions, URLs and e-mail addresses (a period that is
   not followed by whitespace never ends a sentence).
-- A line break inside a paragraph ends a sentence unless the next line starts in lowercase or
-  the line ends with a joining mark (``,;:(-/&``): plain-text sources often put one statement
-  per line without a period ("Phone: 3350").
+- A line break inside a paragraph ends a sentence unless the line ends with a joining mark
+  (``,;:(-/&``) or the next line starts in lowercase (plain text puts one statement per line
+  without a period: "Phone: 3350") and the line does not end a sentence itself (a lowercase
+  label line after a definition: "The default is off." / "ssl_ca_file (string)").
 """
 
 from __future__ import annotations
@@ -224,10 +225,15 @@ def _next_char(text: str, pos: int, end: int) -> str | None:
 
 
 def _ends_at_newline(text: str, last: int, pos: int, nxt: str) -> bool:
+    """Whether the line break at ``pos`` ends the sentence begun at ``last`` (module doc)."""
     before = text[last:pos].rstrip()
-    if not before:
+    if not before or before[-1] in _JOINING_LINE_END:
         return False
-    return not (nxt.islower() or before[-1] in _JOINING_LINE_END)
+    if not nxt.islower():
+        return True
+    end = last + len(before)
+    closed = before.rstrip("\"'\u201d\u2019)]")
+    return bool(closed) and closed[-1] in ".!?" and _ends_at(text, end, nxt.upper())
 
 
 def _ends_at(text: str, pos: int, nxt: str) -> bool:

@@ -152,13 +152,15 @@ def test_the_sentence_holding_the_asked_value_is_shown_first(embedder, tokenizer
         tokenizer.tokenize(question),
         candidates(embedder, tokenizer, [MANUAL]),
     )
-    assert plain[0].text.startswith("Sets the amount of memory")
+    # (read with its term, the label line above it)
+    assert plain[0].text.startswith("shared_buffers (integer)\nSets the amount of memory")
 
 
 def test_an_option_label_is_quoted_with_what_it_does(embedder, tokenizer) -> None:  # noqa: ANN001
     spans, _ = best(embedder, tokenizer, "Which option turns on checksums on data pages?", [MANUAL])
-    assert (
-        spans[0].text == "--data-checksums\nUse checksums on data pages to help detect corruption."
+    # both spellings of the option: the term's label lines above its definition
+    assert spans[0].text == (
+        "-k\n--data-checksums\nUse checksums on data pages to help detect corruption."
     )
     assert MANUAL[spans[0].start : spans[0].end] == spans[0].text
 
@@ -166,3 +168,17 @@ def test_an_option_label_is_quoted_with_what_it_does(embedder, tokenizer) -> Non
 def test_a_korean_shortcut_line_is_quoted_with_its_description(embedder, tokenizer) -> None:  # noqa: ANN001
     spans, _ = best(embedder, tokenizer, "표를 삽입하는 단축키는 무엇인가요?", [SHORTCUTS])
     assert spans[0].text == "Ctrl + F12\n표 삽입"
+
+
+def test_a_colon_before_code_keeps_its_score(embedder, tokenizer) -> None:  # noqa: ANN001
+    # a colon introduces a list only when list items or table rows follow it
+    text = (
+        "The decimal module has a user alterable precision (defaulting to 28 places) which can "
+        "be as large as needed for a given problem:\n"
+        ">>> getcontext().prec = 6\n"
+        "Decimal numbers can be represented exactly.\n"
+    )
+    spans, _ = best(
+        embedder, tokenizer, "What precision does the decimal module default to?", [text]
+    )
+    assert "28 places" in spans[0].text

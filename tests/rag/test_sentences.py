@@ -108,6 +108,9 @@ def test_korean_passage_uses_kiwi_with_exact_offsets() -> None:
         ("The U.S. office is closed.", 1),
         ("Wrapped text that goes\nacross lines stays one sentence.", 1),
         ("Name: Travel Desk\nPhone: 3350", 2),
+        # a lowercase label line after a finished sentence is a piece of its own
+        ("The default is off.\nssl_ca_file (string)\nSpecifies the file.", 3),
+        ("Lines wrapped after e.g.\nthe abbreviation stay one sentence.", 1),
     ],
 )
 def test_english_rules(text: str, expected: int) -> None:
