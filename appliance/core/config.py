@@ -150,6 +150,10 @@ class RagConfig(_Section):
     repeat_min_docs: int = Field(5, ge=2)
     repeat_min_share: float = Field(0.8, gt=0.0, le=1.0)
     top_k: int = Field(4, ge=1, le=32)
+    # a retrieved chunk is read on into this many chunks after it in its section (its prompt
+    # text, citation and evidence; rag.neighbours). 0 (each chunk as stored): 1 changed no
+    # dev count of the real sets or the handbook (extractive card) for twice the extraction time
+    neighbour_chunks: int = Field(0, ge=0, le=4)
     max_upload_mb: int = Field(50, ge=1)  # per file
     # one upload request, all its files together (refused before it is read when it says
     # its length, cut off when it does not)

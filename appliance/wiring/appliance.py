@@ -123,6 +123,7 @@ def open_knowledge(
     to switch (its vectors stay as they are until a rebuild replaces them)."""
     try:
         knowledge = KnowledgeBase(db, embedder, config.paths.index_dir, rebuild=rebuild)
+        knowledge.use_neighbours(config.rag.neighbour_chunks)
     except EmbedderMismatch as exc:
         raise ConfigError(
             f"config error: rag.embedding_model_path: {exc}. Run `appliance ingest --reindex` "

@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from appliance.core.db.models import Chunk, Document
 from appliance.core.db.session import Database
+from appliance.core.services.neighbours import neighbour_pieces, with_neighbours
 from rag.answer_cues import question_cues
 from rag.bm25 import BM25Index
 from rag.dedupe import collapse
@@ -50,6 +51,10 @@ Progress = Callable[[int, int], None]  # (chunks done, chunks in all)
 
 
 class KnowledgeBase:
+    # chunks after a retrieved one in its section that it is read on into (``rag.neighbours``;
+    # ``rag.neighbour_chunks``, set by ``use_neighbours``); 0: each chunk as stored
+    neighbour_chunks: int = 0
+
     def __init__(
         self, db: Database, embedder: Embedder, index_dir: Path, rebuild: bool = False
     ) -> None:
@@ -192,16 +197,18 @@ class KnowledgeBase:
     ) -> list[EvidenceSpan]:
         """The ``k`` pieces of ``chunks`` that best answer ``question``, best first, verbatim,
         with offsets into each chunk's text. Reads only the chunks given; a chunk without
-        stored pieces (not reconciled yet) is skipped. The question's vector is the one
-        retrieval just computed (the retriever remembers recent queries)."""
+        stored pieces (not reconciled yet) is skipped; a chunk shown read on into its
+        neighbours (``use_neighbours``) is read with their pieces too. The question's vector is
+        the one retrieval just computed (the retriever remembers recent queries)."""
         if k <= 0 or not chunks or not question.strip():
             return []
         vector = self.hybrid.query_vector(question)
         tokenize = self.bm25.tokenizer.tokenize
+        pieces = neighbour_pieces(self.db, chunks, self.neighbour_chunks, self.pieces.get)
         candidates = [
             EvidenceCandidate(c.chunk_id, c.text, p, tuple(tokenize(f"{c.title}\n{c.section}")))
             for c in chunks
-            if (p := self.pieces.get(c.chunk_id)) is not None
+            if (p := pieces.get(c.chunk_id)) is not None
         ]
         return rank_evidence(
             vector, tokenize(question), candidates, k, cues=question_cues(question)
@@ -226,7 +233,8 @@ class KnowledgeBase:
     ) -> tuple[list[RetrievedChunk], float]:
         """Top-k chunks for ``query`` within ``collections`` (None: all), and the time it took
         in milliseconds. Near-duplicate chunks (the same text in two documents) are collapsed
-        to the best-ranked one (``rag.dedupe``), and the next hits take the freed places."""
+        to the best-ranked one (``rag.dedupe``), and the next hits take the freed places. Each
+        chunk is then read on into its neighbours (``use_neighbours``)."""
         start = time.perf_counter()
         allowed = None
         if collections is not None:
@@ -243,7 +251,15 @@ class KnowledgeBase:
             with self._lock:
                 hits = self.hybrid.search(query, 2 * k, allowed)
             kept = collapse(self._chunks(hits), lambda c: c.text)[:k]
+        kept = with_neighbours(self.db, kept, self.neighbour_chunks)
         return kept, (time.perf_counter() - start) * 1000
+
+    def use_neighbours(self, n: int) -> None:
+        """Read each retrieved chunk on into up to ``n`` chunks after it in its section, in
+        the prompt, the citation and the evidence (``rag.neighbours``); 0: as stored."""
+        if n < 0:
+            raise ValueError(f"neighbour chunks must be >= 0, got {n}")
+        self.neighbour_chunks = n
 
     def _chunks(self, hits: Sequence[tuple[int, float]]) -> list[RetrievedChunk]:
         """The retrieved chunks of ``hits`` (chunk id, score), in order; gone ones skipped."""
