@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,9 +125,12 @@ def score_pieces(
     question_vec: np.ndarray,
     question_terms: Sequence[str],
     candidates: Sequence[EvidenceCandidate],
+    credited: Callable[[int, int], Sequence[str]] | None = None,
 ) -> PieceScores:
     """Dense and lexical scores of every piece of ``candidates`` (pieces whose offsets do not
-    fit their chunk's text are skipped: they were stored for another text)."""
+    fit their chunk's text are skipped: they were stored for another text). ``credited(ci,
+    j)``: question terms piece ``j`` of candidate ``ci`` counts as holding though it does not
+    (the words naming an answer type it carries by its shape)."""
     q = np.asarray(question_vec, dtype=np.float32).reshape(-1)
     dense, terms, heads, where = [], [], [], []
     for ci, cand in enumerate(candidates):
@@ -139,7 +142,9 @@ def score_pieces(
         fits = np.flatnonzero(p.ends <= len(cand.text))
         dense.append(p.vectors[fits].astype(np.float32) @ q)
         all_terms = p.piece_terms()
-        terms += [all_terms[j] for j in fits]
+        terms += [
+            (*all_terms[j], *credited(ci, int(j))) if credited else all_terms[j] for j in fits
+        ]
         heads += [cand.heading_terms] * len(fits)
         where += [(ci, int(j)) for j in fits]
     dense_all = np.concatenate(dense) if dense else np.zeros(0, dtype=np.float32)
