@@ -19,13 +19,15 @@ from pathlib import Path
 
 def needs_reindex(index_dir: Path, embedding_model_path: str) -> str | None:
     """The recorded embedder of ``index_dir`` when it holds vectors of another embedder than
-    ``embedding_model_path``'s; else None."""
-    from rag.embeddings import embedder_name
-    from rag.index_embedder import saved_embedder
+    ``embedding_model_path``'s (another name, or the same name and another width); else
+    None."""
+    from rag.embeddings import embedder_dim, embedder_name
+    from rag.index_embedder import other_embedder
 
-    saved = saved_embedder(index_dir)
-    wanted = embedder_name(embedding_model_path)
-    return saved.model if saved and saved.count and saved.model != wanted else None
+    saved = other_embedder(
+        index_dir, embedder_name(embedding_model_path), embedder_dim(embedding_model_path)
+    )
+    return saved.model if saved else None
 
 
 def main(argv: list[str]) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +27,26 @@ def embedder_name(model_dir: str | Path = "") -> str:
     """The name an index records for the embedder of ``model_dir`` (empty: the bundled one),
     known without loading the model: its folder's name."""
     return Path(model_dir).name if model_dir else "all-MiniLM-L6-v2"
+
+
+def embedder_dim(model_dir: str | Path = "") -> int | None:
+    """The width of the vectors the sentence-transformers folder ``model_dir`` (empty: the
+    bundled one) makes, read from its module configs without loading the model: the pooling
+    layer's width, or the last dense layer's output; None when the folder does not say."""
+    try:
+        path = Path(model_dir) if model_dir else default_model_dir()
+        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+        dim = None
+        for module in modules:
+            kind = str(module.get("type", ""))
+            if not kind.endswith(("Pooling", "Dense")):
+                continue
+            config = json.loads((path / module["path"] / "config.json").read_text("utf-8"))
+            key = "word_embedding_dimension" if kind.endswith("Pooling") else "out_features"
+            dim = int(config[key])
+        return dim
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 class Embedder:

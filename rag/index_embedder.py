@@ -55,3 +55,15 @@ def check_embedder(directory: Path, model: str, dim: int) -> None:
     saved = saved_embedder(directory)
     if saved is not None and saved.count > 0 and (saved.model, saved.dim) != (model, dim):
         raise EmbedderMismatch(directory, saved, model, dim)
+
+
+def other_embedder(directory: Path, model: str, dim: int | None) -> SavedEmbedder | None:
+    """The embedder recorded in ``directory`` when its index holds vectors and it is not
+    (``model``, ``dim``); ``dim`` None (not known without loading the model) compares the name
+    alone. The check of the doctor and the installer, which do not load the model."""
+    saved = saved_embedder(directory)
+    if saved is None or saved.count <= 0:
+        return None
+    if saved.model != model or (dim is not None and saved.dim != dim):
+        return saved
+    return None

@@ -125,8 +125,9 @@ def app_check(config: AppConfig) -> Check:
 def index_check(config: AppConfig) -> Check:
     """The index files are readable and hold as many live vectors as the DB has chunks."""
     from rag.bm25 import BM25_FILE
-    from rag.embeddings import embedder_name
+    from rag.embeddings import embedder_dim, embedder_name
     from rag.index import INDEX_FILE, MANIFEST_FILE
+    from rag.index_embedder import other_embedder
 
     directory = config.paths.index_dir
     chunks = _chunk_count(config)
@@ -157,13 +158,15 @@ def index_check(config: AppConfig) -> Check:
     if not (directory / BM25_FILE).is_file():
         return Check("index", True, f"{BM25_FILE} missing: the next start rebuilds it", True)
     detail = f"{live} vectors ({manifest.get('kind')}, {manifest.get('model')})"
-    wanted = embedder_name(config.rag.embedding_model_path)
-    if live and manifest.get("model") != wanted:
+    model_path = config.rag.embedding_model_path
+    wanted, width = embedder_name(model_path), embedder_dim(model_path)
+    if live and other_embedder(directory, wanted, width):
         return Check(
             "index",
             False,
-            f"{detail} but rag.embedding_model_path is {wanted!r}: the app refuses to mix two "
-            "embedders' vectors; run `appliance ingest --reindex` (or set the path back)",
+            f"{detail}, dim {manifest.get('dim')}, but rag.embedding_model_path is {wanted!r}"
+            f"{f' (dim {width})' if width else ''}: the app refuses to mix two embedders' "
+            "vectors; run `appliance ingest --reindex` (or set the path back)",
         )
     if chunks is not None and live != chunks:
         return Check(

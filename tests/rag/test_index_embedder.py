@@ -41,3 +41,33 @@ def test_an_empty_or_unreadable_index_is_no_conflict(tmp_path: Path) -> None:
     check_embedder(tmp_path, "bge-m3", 16)
     (tmp_path / "manifest.json").write_text("{not json")
     check_embedder(tmp_path, "bge-m3", 16)  # rebuilt from the database anyway
+
+
+def test_the_checks_that_load_no_model_compare_the_width_when_the_folder_says(
+    tmp_path: Path,
+) -> None:
+    import json
+    import shutil
+
+    from rag.embeddings import default_model_dir, embedder_dim
+    from rag.index_embedder import other_embedder
+
+    assert embedder_dim() == 384  # the bundled all-MiniLM-L6-v2, read from 1_Pooling
+    assert embedder_dim(tmp_path / "missing") is None
+    # a same-named folder of another width: read from its configs, no model loaded
+    wide = tmp_path / "models" / "all-MiniLM-L6-v2"
+    shutil.copytree(default_model_dir(), wide, ignore=shutil.ignore_patterns("*.safetensors"))
+    pooling = wide / "1_Pooling" / "config.json"
+    pooling.write_text(
+        json.dumps({**json.loads(pooling.read_text()), "word_embedding_dimension": 768})
+    )
+    assert embedder_dim(wide) == 768
+
+    index = tmp_path / "index"
+    _saved(index, "all-MiniLM-L6-v2", 384, 2)
+    assert other_embedder(index, "all-MiniLM-L6-v2", 384) is None
+    assert other_embedder(index, "all-MiniLM-L6-v2", None) is None  # width unknown: the name
+    assert other_embedder(index, "all-MiniLM-L6-v2", embedder_dim(wide)).dim == 384
+    assert other_embedder(index, "bge-m3", None).model == "all-MiniLM-L6-v2"
+    _saved(tmp_path / "empty", "bge-m3", 8, 0)
+    assert other_embedder(tmp_path / "empty", "all-MiniLM-L6-v2", 384) is None
