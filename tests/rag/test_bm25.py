@@ -86,3 +86,20 @@ def test_importing_the_tokenizer_loads_no_kiwi() -> None:
         "assert 'kiwipiepy' not in sys.modules  # English text needs no Kiwi\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
+
+
+def test_a_long_table_holding_the_fact_is_not_buried_by_its_length(tokenizer: Tokenizer) -> None:
+    # a shortcut table is a long chunk with each fact once; at the usual b = 0.75 a short
+    # chunk sharing one word of the question ("라이터") outranked it (rag.bm25's LENGTH_NORM)
+    rows = [f"Ctrl + {k}\n기능 {n} 실행" for n, k in enumerate("ABCDEFGHIKLMNOQRSTUVWXZ")]
+    rows.insert(12, "Ctrl + Shift + P\n위 첨자")
+    table = "단축키\n효과\n" + "\n".join(rows)
+    others = [
+        "표를 삽입하려면 표 메뉴를 선택합니다.",
+        "문서를 저장하려면 파일 메뉴에서 저장을 선택합니다.",
+        "라이터에서 글꼴을 바꾸려면 서식 메뉴를 엽니다.",
+    ]
+    idx = BM25Index(tokenizer)
+    idx.add([1, 2, 3, 4], [table, *others])
+    ranked = [cid for cid, _ in idx.search("라이터에서 위 첨자를 적용하는 단축키는 무엇인가요?", 4)]
+    assert ranked[0] == 1, ranked
