@@ -47,3 +47,6 @@ class RetrievedChunk:
     score: float
     token_count: int = 0  # tokens of ``text`` (0: unknown); the ordering weighs cached paths
     ocr_confidence: float | None = None  # 0..1 when the chunk's text was read by OCR
+    # read on into its neighbours: the parts of its text (``rag.neighbours.Joined.parts``),
+    # so that its evidence pieces need no second lookup; () when shown as stored
+    parts: tuple[tuple[int, int, int], ...] = ()

@@ -69,7 +69,8 @@ def with_neighbours(db: Database, chunks: Sequence[RetrievedChunk], n: int) -> l
         if j is None or len(j.parts) == 1:
             out.append(c)
         else:
-            out.append(replace(c, text=j.text, token_count=j.token_count or c.token_count))
+            token_count = j.token_count or c.token_count
+            out.append(replace(c, text=j.text, token_count=token_count, parts=j.parts))
     return out
 
 
@@ -80,13 +81,16 @@ def neighbour_pieces(
     pieces_of: Callable[[int], ChunkPieces | None],
 ) -> dict[int, ChunkPieces | None]:
     """The evidence pieces of each of ``chunks`` as shown (``with_neighbours``): a chunk whose
-    text is its joined text gets the joined pieces; one shown as stored, its own pieces."""
+    text is its joined text gets the joined pieces; one shown as stored, its own pieces. A
+    chunk ``with_neighbours`` read on carries its parts, so only one that does not (a source
+    carried from an earlier turn) is looked up again."""
     if n <= 0:
         return {c.chunk_id: pieces_of(c.chunk_id) for c in chunks}
-    joined = joined_chunks(db, [c.chunk_id for c in chunks], n)
+    unknown = [c.chunk_id for c in chunks if not c.parts]
+    joined = joined_chunks(db, unknown, n) if unknown else {}
     out: dict[int, ChunkPieces | None] = {}
     for c in chunks:
-        j = joined.get(c.chunk_id)
+        j = Joined(c.text, c.parts, c.token_count) if c.parts else joined.get(c.chunk_id)
         if j is not None and len(j.parts) > 1 and j.text == c.text:
             out[c.chunk_id] = joined_pieces(j, [pieces_of(cid) for cid, _, _ in j.parts])
         else:

@@ -4,6 +4,8 @@ and its evidence pieces are those of the joined text."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from appliance.core.db.models import Chunk, Document
@@ -104,6 +106,16 @@ def test_the_evidence_pieces_follow_the_joined_text(db) -> None:  # noqa: ANN001
         "The server listens there.",
         "The default is 5432.",
     ]
+    # the chunk carries its parts: its pieces need no second lookup (no database here)
+    assert shown[0].parts
+    spans = [(int(a), int(b)) for a, b in zip(pieces.starts, pieces.ends, strict=True)]
+    for again in (
+        neighbour_pieces(None, shown, 1, stored.get)[ids[(1, 0)]],
+        # a joined text that lost its parts (carried from an earlier turn) is looked up again
+        neighbour_pieces(db, [replace(shown[0], parts=())], 1, stored.get)[ids[(1, 0)]],
+    ):
+        assert again is not None
+        assert [(int(a), int(b)) for a, b in zip(again.starts, again.ends, strict=True)] == spans
     # a chunk shown as stored (an older turn's citation) keeps its own pieces
     plain = _retrieved(ids[(1, 0)], TEXTS[(1, 0, "Setup")])
     assert neighbour_pieces(db, [plain], 1, stored.get)[ids[(1, 0)]] is stored[ids[(1, 0)]]
