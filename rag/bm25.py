@@ -14,6 +14,9 @@ chunks, dev halves (tuned here): b 0.75 / 0.5 / 0.3: LibreOffice KO 15 / 16 / 16
 PostgreSQL EN 21 / 20 / 21 of 21, Python EN 11 / 11 / 11, handbook 47 / 47 / 47 of 48; held
 out at 0.3 against 0.75: KO 14 -> 15 of 16, PostgreSQL 21 -> 21, Python 10 -> 10, handbook
 24 -> 24 of 24 (the card's first unit: KO 14 -> 15, PostgreSQL 21 -> 20, the others equal).
+The price: the first citation is the gold page less often (dev KO 15 -> 13 of 16, held out KO
+12 -> 11, PostgreSQL 20 -> 19 of 21), as a long page that holds the fact among others now
+ranks first where the short page about it did.
 """
 
 from __future__ import annotations
