@@ -6,10 +6,10 @@ one short fact: a number or quantity ("how many", "which port", "몇"), a defaul
 "기본값"), a command-line option ("--data-checksums"), an environment variable ("PGPORT"), a
 file, directory or path ("pg_hba.conf", "~/.psqlrc"), a command ("createdb mydb"), a key or
 shortcut ("Ctrl + F12", "F5 키"), a menu path ("도구 - 업데이트 - 링크") and a time of day
-("10:00", "오후 3시"). The patterns
-read the shape of the text only (words of the question, shapes of the piece), no vocabulary
-of a corpus. ``rag.evidence`` lifts the pieces that carry what the question asks for, and
-reads them with the sentence before them (``rag.evidence_passage``).
+("10:00", "오후 3시"). The patterns read the shape of the text only (words of the question,
+shapes of the piece), no vocabulary of a corpus. ``rag.evidence`` lifts the pieces that carry
+what the question asks for, and reads them with the sentence before them
+(``rag.evidence_passage``).
 """
 
 from __future__ import annotations
