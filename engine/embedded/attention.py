@@ -1,14 +1,17 @@
 """Attention over the slot KV pool: ``attend``, used by the fused runner (``fused.py``) and,
 through transformers' attention interface (``pool_attention``), by the stock forward.
 
-One forward pass runs a *packed* step: the first ``n_decode`` tokens are one new token for each
-of pool rows ``0 .. n_decode - 1`` (the decoding requests), followed by prefill segments (a run
-of prompt tokens for one slot each). The forward computes the projections, rotary embeddings
+One forward pass runs a *packed* step: first the decode queries, one new token for each of pool
+rows ``0 .. rows - 1`` (the decoding requests) and then each request's speculative drafts (on
+its own row, at the positions after its new token), followed by prefill segments (a run of
+prompt tokens for one slot each). The forward computes the projections, rotary embeddings
 and MLPs for all tokens together (one GEMM per weight); ``attend`` stores each token's key
 and value in its slot and attends per request:
-- decode rows: on the native kernels (``native.py``), each over its own length, reading a
-  prompt prefix all rows share once; else in one batched matmul over the rows' padded width,
-  with an additive mask;
+- decode queries: on the native kernels (``native.py``), each over its own row up to itself,
+  reading a prompt prefix all rows share once; else in one batched matmul over the rows'
+  padded width, with an additive mask. A draft is a decode query rather than a segment: a
+  segment repacks its row's whole prefix in every layer, which costs a single stream 20% a
+  step and eight streams 2x (measured), where a decode query reads the row in place;
 - each prefill segment over its slot's prefix plus itself, causally: on the native kernels;
   else SDPA for long segments, matmul attention for short ones.
 Hand-written matmul attention is used for decode because CPU SDPA in bfloat16 is ~10x slower
@@ -17,6 +20,7 @@ for a single query token (measured on this machine).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -46,15 +50,19 @@ class Segment:
 @dataclass
 class StepPlan:
     pool: KVPool
-    n_decode: int
-    decode_pos: torch.Tensor  # [n_decode] long: each decoding row's new position
+    n_decode: int  # decode queries: the decoding rows' new tokens, then their drafts
+    decode_pos: torch.Tensor  # [n_decode] long: each query's position in its row
     decode_mask: torch.Tensor | None  # [n_decode, capacity] float: 0 attend, -inf hidden
     segments: list[Segment]
     # attention runs on these kernels when set (they mask causally by themselves)
     kernel: NativeKernels | None = None
-    decode_lengths: torch.Tensor | None = None  # [n_decode] int32, with the new token
+    decode_lengths: torch.Tensor | None = None  # [n_decode] int32: keys seen, itself included
     # positions 0 .. decode_shared - 1 hold the same prompt tokens in every decoding row
     decode_shared: int = 0
+    # the pool row of each decode query ([n_decode] long), and as int32 for the kernel; None
+    # when query i is row i's new token and there are no drafts
+    decode_rows: torch.Tensor | None = None
+    decode_slots: torch.Tensor | None = None
 
 
 def make_plan(
@@ -63,19 +71,26 @@ def make_plan(
     segments: list[Segment],
     kernel: NativeKernels | None = None,
     shared: int = 0,
+    drafts: Sequence[tuple[int, int]] = (),
 ) -> StepPlan:
     """Plan a step; decoding rows are pool rows ``0 .. n_decode - 1`` at their current lengths.
     Grows the pool first if a row would overflow it (the decode mask spans its capacity).
     ``kernel``: the native kernels, which the caller has checked support the pool's dtype and
     head size (``NativeKernels.supports``); ``shared``: the decoding rows' prompts begin with
-    this many identical tokens (their KV is read once)."""
+    this many identical tokens (their KV is read once); ``drafts``: ``(row, count)`` pairs,
+    ``count`` draft tokens of decoding row ``row`` after its new token, as decode queries in
+    that order."""
     lengths = pool.lengths[:n_decode]
-    pool.ensure(max([n + 1 for n in lengths] + [s.start + s.count for s in segments]))
+    rows, pos = list(range(n_decode)), list(lengths)
+    for row, count in drafts:
+        rows += [row] * count
+        pos += range(lengths[row] + 1, lengths[row] + 1 + count)
+    pool.ensure(max([p + 1 for p in pos] + [s.start + s.count for s in segments]))
     mask = None
-    if n_decode and kernel is None:
+    if pos and kernel is None:
         cols = torch.arange(pool.capacity).unsqueeze(0)
-        mask = torch.zeros((n_decode, pool.capacity), dtype=torch.float32)
-        mask.masked_fill_(cols > torch.tensor(lengths).unsqueeze(1), float("-inf"))
+        mask = torch.zeros((len(pos), pool.capacity), dtype=torch.float32)
+        mask.masked_fill_(cols > torch.tensor(pos).unsqueeze(1), float("-inf"))
     for seg in segments:
         if kernel is None and seg.start and seg.count > SHORT_SEGMENT:
             end = seg.start + seg.count
@@ -83,15 +98,18 @@ def make_plan(
             seg.mask = torch.zeros(hidden.shape, dtype=pool.dtype).masked_fill_(
                 hidden, float("-inf")
             )
+    drafted = len(rows) > n_decode
     return StepPlan(
         pool=pool,
-        n_decode=n_decode,
-        decode_pos=torch.tensor(lengths, dtype=torch.long),
+        n_decode=len(pos),
+        decode_pos=torch.tensor(pos, dtype=torch.long),
         decode_mask=mask,
         segments=segments,
         kernel=kernel,
-        decode_lengths=torch.tensor(lengths, dtype=torch.int32) + 1,
+        decode_lengths=torch.tensor(pos, dtype=torch.int32) + 1,
         decode_shared=min([shared, *lengths]) if n_decode > 1 else 0,
+        decode_rows=torch.tensor(rows, dtype=torch.long) if drafted else None,
+        decode_slots=torch.tensor(rows, dtype=torch.int32) if drafted else None,
     )
 
 
@@ -135,15 +153,18 @@ def attend(
     out = query.new_empty((1, n_tokens, hq, dim))
     n = plan.n_decode
     if n:
-        rows = torch.arange(n)
+        rows = torch.arange(n) if plan.decode_rows is None else plan.decode_rows
         cache_k[rows, :, plan.decode_pos] = key[0, :, :n].transpose(0, 1)
         cache_v[rows, :, plan.decode_pos] = value[0, :, :n].transpose(0, 1)
         q = query[0, :, :n].transpose(0, 1)  # [n, Hq, D]
         if plan.kernel is not None:
-            lengths, shared = plan.decode_lengths, plan.decode_shared
-            plan.kernel.decode(q, cache_k, cache_v, lengths, shared, out[0, :n], scale)
-        else:
+            lengths, shared, slots = plan.decode_lengths, plan.decode_shared, plan.decode_slots
+            plan.kernel.decode(q, cache_k, cache_v, lengths, shared, out[0, :n], scale, slots)
+        elif plan.decode_rows is None:
             out[0, :n] = _decode_matmul(q, cache_k[:n], cache_v[:n], plan.decode_mask, scale)
+        else:  # drafts read their request's row: gather the rows (a copy; no kernel here)
+            keys, values = cache_k[plan.decode_rows], cache_v[plan.decode_rows]
+            out[0, :n] = _decode_matmul(q, keys, values, plan.decode_mask, scale)
     offset = n
     for seg in plan.segments:
         end = seg.start + seg.count
@@ -234,7 +255,11 @@ def run_step(model: torch.nn.Module, tokens: list[int], plan: StepPlan, keep: li
 
 def advance(plan: StepPlan) -> None:
     """After a step's forward: every row it wrote is that much longer."""
-    for i in range(plan.n_decode):
-        plan.pool.lengths[i] += 1
+    if plan.decode_rows is None:
+        for i in range(plan.n_decode):
+            plan.pool.lengths[i] += 1
+    else:  # a row's drafts come after its new token: the last one written sets its length
+        for row, at in zip(plan.decode_rows.tolist(), plan.decode_pos.tolist(), strict=True):
+            plan.pool.lengths[row] = at + 1
     for seg in plan.segments:
         plan.pool.lengths[seg.slot] = seg.start + seg.count

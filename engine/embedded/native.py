@@ -121,7 +121,8 @@ class NativeKernels:
         prefill.argtypes += [_INT] * 5 + [ctypes.c_float, _INT]
         prefill.restype = _INT
         decode = lib.decode_attention
-        decode.argtypes = [_PTR, _I64, _I64, _PTR, _PTR, _I64, _I64, _PTR, _INT, _PTR, _I64, _I64]
+        decode.argtypes = [_PTR, _I64, _I64, _PTR, _PTR, _I64, _I64, _PTR, _PTR, _INT, _PTR]
+        decode.argtypes += [_I64, _I64]
         decode.argtypes += [_INT] * 4 + [ctypes.c_float, _INT]
         decode.restype = _INT
         add_rms = lib.add_rms_norm
@@ -175,24 +176,33 @@ class NativeKernels:
         shared: int,
         out: torch.Tensor,
         scale: float,
+        slots: torch.Tensor | None = None,
     ) -> None:
-        """One new token for each of pool rows ``0 .. n - 1``: ``query`` ``[n, Hq, D]``,
-        ``keys``/``values`` the layer's pool ``[slots, Hkv, capacity, D]`` (the new tokens'
-        KV already stored), ``lengths`` ``[n]`` int32 (each row's length with its new token),
-        ``shared``: positions ``0 .. shared - 1`` hold the same tokens in every row (read once,
-        from row 0); ``out`` ``[n, Hq, D]``. Writes ``out``."""
+        """``n`` single-token queries over the pool: ``query`` ``[n, Hq, D]``, ``keys``/``values``
+        the layer's pool ``[slots, Hkv, capacity, D]`` (the new tokens' KV already stored),
+        ``lengths`` ``[n]`` int32 (the keys each query sees, itself included); ``slots`` ``[n]``
+        int32, the pool row each query reads (default: query r reads row r; a request's
+        speculative drafts read its row, each up to itself); ``shared``: positions ``0 ..
+        shared - 1`` hold the same tokens in every row read (read once, from row 0); ``out``
+        ``[n, Hq, D]``. Writes ``out``."""
         n, hq, dim = query.shape
         _check_layout(query, keys[0], values[0], out)
-        if keys.stride(0) != values.stride(0) or keys.shape[0] < n or out.shape != query.shape:
+        rows = n if slots is None else int(slots.max()) + 1
+        if keys.stride(0) != values.stride(0) or keys.shape[0] < rows or out.shape != query.shape:
             raise ValueError("attention kernel: shapes do not match the decode rows")
-        if lengths.dtype != torch.int32 or not lengths.is_contiguous() or len(lengths) != n:
-            raise ValueError("attention kernel: lengths must be n contiguous int32")
+        for name, ints in (("lengths", lengths), ("slots", slots)):
+            if ints is not None and (
+                ints.dtype != torch.int32 or not ints.is_contiguous() or len(ints) != n
+            ):
+                raise ValueError(f"attention kernel: {name} must be n contiguous int32")
+        if slots is not None and int(slots.min()) < 0:
+            raise ValueError("attention kernel: a negative pool row")
         if int(lengths.max()) > keys.shape[2] or not 0 <= shared < int(lengths.min()):
             raise ValueError("attention kernel: lengths or shared prefix out of range")
         rc = self._decode(
             query.data_ptr(), query.stride(0), query.stride(1),
             keys.data_ptr(), values.data_ptr(), keys.stride(0), keys.stride(1),
-            lengths.data_ptr(), shared,
+            lengths.data_ptr(), None if slots is None else slots.data_ptr(), shared,
             out.data_ptr(), out.stride(0), out.stride(1),
             n, hq, keys.shape[1], dim, scale, torch.get_num_threads(),
         )  # fmt: skip

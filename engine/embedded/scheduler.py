@@ -226,17 +226,16 @@ class Scheduler:
         n = len(self.decoding)
         tokens = [s.pending for s in self.decoding]
         keep = list(range(n))
-        # speculation: a decoding row's drafts run as a short segment right after its pending
-        # token, on its own pool row; every draft position's logits are kept (spec_verify.py)
+        # speculation: a decoding row's drafts run as decode queries on its own pool row, at the
+        # positions after its pending token; every draft position's logits are kept
+        # (spec_verify.py)
         drafts = plan_drafts(self.decoding, self.speculative, self.context_length, room)
         verify_rows = {row: [row] for row in range(n)}  # decoding row -> its rows in logits
         for row, draft in drafts.items():
-            segments.append(Segment(row, len(self.decoding[row].fed) + 1, len(draft)))
             verify_rows[row] += range(len(keep), len(keep) + len(draft))
             keep += range(len(tokens), len(tokens) + len(draft))
             tokens += draft
             room -= len(draft)
-        first_prefill = len(segments)
         for seq in self.active:
             if room <= 0:
                 break
@@ -250,7 +249,7 @@ class Scheduler:
             return
         last_rows: list[int] = []  # each segment's last token's row in ``logits``
         scored: list[tuple[Sequence, int, int, int]] = []  # (seq, first position, row, rows)
-        for seg, seq in zip(segments[first_prefill:], owners, strict=True):
+        for seg, seq in zip(segments, owners, strict=True):
             first = len(tokens)
             tokens += seq.job.ids[seg.start : seg.start + seg.count]
             lo, hi = seq.prompt_logit_span(seg.start, seg.count)
@@ -260,7 +259,16 @@ class Scheduler:
             last_rows.append(len(keep))
             keep.append(len(tokens) - 1)
         logits = self.forward(
-            tokens, make_plan(self.pool, n, segments, self.kernel, self.shared), keep
+            tokens,
+            make_plan(
+                self.pool,
+                n,
+                segments,
+                self.kernel,
+                self.shared,
+                [(row, len(draft)) for row, draft in drafts.items()],
+            ),
+            keep,
         )
         for seq, lo, row, count in scored:
             seq.score_prompt(logits[row : row + count], lo)
@@ -279,7 +287,7 @@ class Scheduler:
                 done.append(seq)
         for seq in done:
             self._finish(seq)
-        for seg, seq, row in zip(segments[first_prefill:], owners, last_rows, strict=True):
+        for seg, seq, row in zip(segments, owners, last_rows, strict=True):
             seq.fed.extend(seq.job.ids[seg.start : seg.start + seg.count])
             if seq.prefilling:
                 continue

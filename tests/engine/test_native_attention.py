@@ -105,6 +105,40 @@ def test_decode_matches_float32_attention(
 
 
 @needs_kernel
+@pytest.mark.parametrize(
+    ("slots", "lengths", "shared"),
+    [
+        ([0, 0, 0, 0, 0], [600, 601, 602, 603, 604], 0),  # one stream, its token and 4 drafts
+        ([0, 1, 2, 0, 0, 2], [700, 650, 720, 701, 702, 721], 512),  # a batch, two with drafts
+        ([1, 0, 1], [9, 40, 10], 0),  # queries in any row order
+    ],
+)
+def test_decode_queries_read_their_own_rows(
+    kernel: NativeKernels, slots: list[int], lengths: list[int], shared: int
+) -> None:
+    """Speculative drafts run as decode queries on their request's row (``slots``), each
+    seeing the keys up to itself: the same as float32 attention over that row."""
+    torch.manual_seed(len(slots) + shared)
+    hq, hkv, dim, rows = 9, 3, 64, max(slots) + 2
+    keys = torch.randn(rows, hkv, max(lengths) + 30, dim).to(torch.bfloat16)
+    values = torch.randn_like(keys)
+    keys[1:, :, :shared] = keys[0, :, :shared]
+    values[1:, :, :shared] = values[0, :, :shared]
+    q = torch.randn(len(slots), hq + 2 * hkv, dim).to(torch.bfloat16)[:, :hq]
+    out = torch.full(q.shape, float("nan"), dtype=torch.bfloat16)
+    at = torch.tensor(slots, dtype=torch.int32)
+    kernel.decode(
+        q, keys, values, torch.tensor(lengths, dtype=torch.int32), shared, out, dim**-0.5, at
+    )
+    for i, (slot, length) in enumerate(zip(slots, lengths, strict=True)):
+        ref = _reference(q[i].unsqueeze(1), keys[slot], values[slot], length - 1)[0]
+        assert (out[i].float() - ref).abs().max() < 0.03, i
+    with pytest.raises(ValueError):  # a negative row is refused before the kernel runs
+        bad = torch.tensor([-1] + slots[1:], dtype=torch.int32)
+        kernel.decode(q, keys, values, torch.tensor(lengths, dtype=torch.int32), 0, out, 1.0, bad)
+
+
+@needs_kernel
 def test_pointwise_kernels_match_transformers_roundings(kernel: NativeKernels) -> None:
     """Residual add + LlamaRMSNorm, SiLU-gate and rotary, as PyTorch computes them in bfloat16
     (float32 inside, the same roundings); rows as views with a row stride."""

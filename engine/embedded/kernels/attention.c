@@ -3,11 +3,13 @@
  *
  * prefill_attention: one prompt segment of one slot, causal. Query row i (position
  *   q_start + i) of query head h attends to keys 0 .. q_start + i of KV head h / (hq / hkv).
- * decode_attention: one new token for each of n slots (rows 0 .. n - 1 of the pool), each over
- *   its own keys 0 .. lengths[r] - 1. The first `shared` positions hold the same prompt tokens
- *   in every row (a shared system prompt or document prefix), so their keys and values are read
- *   once, from row 0, for all rows' queries together; then each row's own suffix is attended
- *   and the two partial softmaxes are merged (log-sum-exp).
+ * decode_attention: n single-token queries; query r reads pool row slots[r] (row r when slots
+ *   is NULL) over its keys 0 .. lengths[r] - 1. Several queries may read one row: a decoding
+ *   request's pending token and its speculative drafts, each seeing the keys up to itself.
+ *   The first `shared` positions hold the same prompt tokens in every row (a shared system
+ *   prompt or document prefix), so their keys and values are read once, from row 0, for all
+ *   queries together; then each query's own suffix is attended and the two partial softmaxes
+ *   are merged (log-sum-exp).
  *
  * Both products run on VDPBF16PS (bf16 pairs, fp32 accumulation) over tiles of ROWS queries x
  * KEYS keys; the softmax is online (running max and sum per query) in fp32, as in flash
@@ -327,14 +329,15 @@ int prefill_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *
 }
 
 int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k, const bf16 *v,
-                     int64_t kv_slot, int64_t kv_head, const int32_t *lengths, int shared,
-                     bf16 *out, int64_t o_row, int64_t o_head, int n, int hq, int hkv,
+                     int64_t kv_slot, int64_t kv_head, const int32_t *lengths,
+                     const int32_t *slots, int shared, bf16 *out, int64_t o_row, int64_t o_head, int n, int hq, int hkv,
                      int head_dim, float scale, int n_threads) {
     if ((head_dim != 64 && head_dim != 128) || hkv < 1 || hq % hkv || n <= 0 || shared < 0)
         return -1;
     int longest = 0;
     for (int r = 0; r < n; r++) {
         if (lengths[r] < 1 || lengths[r] <= (n > 1 ? shared : 0)) return -1;
+        if (slots && slots[r] < 0) return -1;
         if (lengths[r] > longest) longest = lengths[r];
     }
     if (n == 1) shared = 0; /* nothing to share */
@@ -389,7 +392,8 @@ int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k
 #pragma omp for schedule(static, 1)
         for (int item = 0; item < n * hkv; item++) {
             const int r = item / hkv, g = item % hkv, own = lengths[r] - shared;
-            const int64_t at = (int64_t)r * kv_slot + (int64_t)g * kv_head + (int64_t)shared * D;
+            const int64_t slot = slots ? slots[r] : r;
+            const int64_t at = slot * kv_slot + (int64_t)g * kv_head + (int64_t)shared * D;
             for (int i0 = 0; i0 < group; i0 += ROWS) {
                 const bf16 *qrow[ROWS];
                 const int rows = group - i0 < ROWS ? group - i0 : ROWS;
