@@ -67,12 +67,15 @@ def plan_drafts(
     if not config.enabled:
         return out
     cap = min(config.max_step_drafts, room)
+    alone = len(decoding) == 1
     for row, seq in enumerate(decoding):
         if cap <= 0:
             break
-        if seq.drafter is None or not seq.pacer.ready():
+        if seq.drafter is None:
             continue
-        limit = min(seq.pacer.length, cap)
+        limit = min(seq.pacer.next_length(alone), cap)
+        if limit <= 0:
+            continue
         drafts = seq.drafter.propose(draft_limit(seq, context_length, limit))
         if drafts:
             out[row] = drafts

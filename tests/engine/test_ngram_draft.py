@@ -49,15 +49,26 @@ def test_the_pacer_grows_shrinks_and_backs_off() -> None:
     from engine.embedded.speculative import DraftPacer
 
     pacer = DraftPacer(4)
-    assert pacer.length == 4 and pacer.ready()
+    assert pacer.next_length(alone=False) == 4
     pacer.update(4, 1)  # one accepted: try one past it next
-    assert pacer.length == 2 and pacer.ready()
+    assert pacer.next_length(alone=False) == 2
     pacer.update(2, 2)  # all accepted: one more
     assert pacer.length == 3
     pacer.update(3, 0)  # none accepted: pause 2 steps, then 4, ...
     assert pacer.length == 1
-    assert [pacer.ready() for _ in range(3)] == [False, False, True]
+    assert [pacer.next_length(alone=False) for _ in range(3)] == [0, 0, 1]
     pacer.update(1, 0)
-    assert [pacer.ready() for _ in range(5)] == [False] * 4 + [True]
+    assert [pacer.next_length(alone=False) for _ in range(5)] == [0] * 4 + [1]
     pacer.update(1, 1)  # a hit ends the back-off
-    assert pacer.misses == 0 and pacer.ready()
+    assert pacer.misses == 0 and pacer.next_length(alone=False) == 2
+
+
+def test_a_lone_stream_always_drafts_in_full() -> None:
+    """Drafts cost a request that decodes alone next to nothing, so it is never paced."""
+    from engine.embedded.speculative import DraftPacer
+
+    pacer = DraftPacer(4)
+    for _ in range(3):
+        pacer.update(4, 0)
+    assert pacer.pause and pacer.next_length(alone=True) == 4
+    assert pacer.next_length(alone=False) == 0  # back in a batch, the back-off still holds
