@@ -25,7 +25,7 @@ from collections.abc import Callable
 import torch
 
 from engine.base import EngineBusy, EngineError, Finished, InvalidRequest
-from engine.embedded.attention import Segment, StepPlan, make_plan
+from engine.embedded.attention import StepPlan, make_plan
 from engine.embedded.kv_pool import KVPool
 from engine.embedded.logprobs import first_logit_position
 from engine.embedded.native import NativeKernels
@@ -34,6 +34,7 @@ from engine.embedded.radix_cache import RadixKVCache, common_prefix_len, match_l
 from engine.embedded.sequence import Job, Sequence
 from engine.embedded.spec_verify import plan_drafts, verify
 from engine.embedded.speculative import OFF, DraftPacer, SpeculativeConfig, decline_reason
+from engine.embedded.step_pack import pack_step
 from engine.embedded.textstream import TextStream
 
 log = logging.getLogger(__name__)
@@ -218,64 +219,24 @@ class Scheduler:
         for seq in [s for s in self.active if s.prefilling and s.job.cancelled.is_set()]:
             seq.finish = "abort"
             self._finish(seq)
-        segments: list[Segment] = []
-        owners: list[Sequence] = []
         # a step's token budget counts its decode tokens too: a GEMM over 512 rows runs ~8%
         # faster than over 518 (measured), and a step's latency stays level as streams join
         room = PREFILL_CHUNK - len(self.decoding) if self.decoding else PREFILL_CHUNK_IDLE
-        n = len(self.decoding)
-        tokens = [s.pending for s in self.decoding]
-        keep = list(range(n))
         # speculation: a decoding row's drafts run as decode queries on its own pool row, at the
         # positions after its pending token; every draft position's logits are kept
-        # (spec_verify.py)
         drafts = plan_drafts(self.decoding, self.speculative, self.context_length, room)
-        verify_rows = {row: [row] for row in range(n)}  # decoding row -> its rows in logits
-        for row, draft in drafts.items():
-            verify_rows[row] += range(len(keep), len(keep) + len(draft))
-            keep += range(len(tokens), len(tokens) + len(draft))
-            tokens += draft
-            room -= len(draft)
-        for seq in self.active:
-            if room <= 0:
-                break
-            if seq.prefilling:
-                start = len(seq.fed)
-                count = min(room, len(seq.job.ids) - start)
-                segments.append(Segment(seq.slot, start, count))
-                owners.append(seq)
-                room -= count
-        if not segments and not n:
+        step = pack_step(self.decoding, self.active, drafts, room)
+        if step is None:
             return
-        last_rows: list[int] = []  # each segment's last token's row in ``logits``
-        scored: list[tuple[Sequence, int, int, int]] = []  # (seq, first position, row, rows)
-        for seg, seq in zip(segments, owners, strict=True):
-            first = len(tokens)
-            tokens += seq.job.ids[seg.start : seg.start + seg.count]
-            lo, hi = seq.prompt_logit_span(seg.start, seg.count)
-            if hi > lo:  # prompt logprobs asked: keep the rows of the positions they score
-                scored.append((seq, lo, len(keep), hi - lo))
-                keep.extend(range(first + lo - seg.start, first + hi - seg.start))
-            last_rows.append(len(keep))
-            keep.append(len(tokens) - 1)
-        logits = self.forward(
-            tokens,
-            make_plan(
-                self.pool,
-                n,
-                segments,
-                self.kernel,
-                self.shared,
-                [(row, len(draft)) for row, draft in drafts.items()],
-            ),
-            keep,
-        )
-        for seq, lo, row, count in scored:
+        n = len(self.decoding)
+        plan = make_plan(self.pool, n, step.segments, self.kernel, self.shared, step.draft_counts)
+        logits = self.forward(step.tokens, plan, step.keep)
+        for seq, lo, row, count in step.scored:
             seq.score_prompt(logits[row : row + count], lo)
         done: list[Sequence] = []
         for row, seq in enumerate(self.decoding):
             draft = drafts.get(row, [])
-            accepted = verify(seq, logits[verify_rows[row]], draft)
+            accepted = verify(seq, logits[step.verify_rows[row]], draft)
             if draft:
                 seq.drafted += len(draft)
                 seq.accepted += accepted
@@ -287,7 +248,7 @@ class Scheduler:
                 done.append(seq)
         for seq in done:
             self._finish(seq)
-        for seg, seq, row in zip(segments, owners, last_rows, strict=True):
+        for seg, seq, row in zip(step.segments, step.owners, step.last_rows, strict=True):
             seq.fed.extend(seq.job.ids[seg.start : seg.start + seg.count])
             if seq.prefilling:
                 continue
