@@ -7,8 +7,9 @@ noise is shared). Workloads:
 - RAG, grounded: each English question of the sample corpus's ``qa.json`` after its gold
   document's text around the gold phrase (two numbered documents, the appliance's system
   prompt), greedy with the grounded row's repetition penalty: answers copy from the documents;
-- the same prompts, 8 at a time (speculation under continuous batching);
-- open-ended prompts that copy nothing (poems, stories).
+  the same for ``qa_heldout.json``, questions no speculation setting was chosen on;
+- the dev prompts, 8 at a time (speculation under continuous batching);
+- open-ended prompts that copy little (poems, stories), one at a time and 8 at a time.
 Decode tokens/s is completion tokens after the first over the time after the first token,
 summed over the requests. The acceptance rate is accepted drafts over drafted tokens.
 Bandwidth: 8 distinct short prompts decoding together (the 8-distinct column of ``appliance
@@ -53,9 +54,9 @@ class Run:
     accepted: int
 
 
-def rag_prompts(limit: int) -> list[tuple[tuple[str, str], ...]]:
-    """Grounded RAG prompts for the English questions of ``qa.json``."""
-    items = json.loads((SAMPLE_CORPUS / "qa.json").read_text(encoding="utf-8"))
+def rag_prompts(limit: int, questions: str = "qa.json") -> list[tuple[tuple[str, str], ...]]:
+    """Grounded RAG prompts for the English questions of the sample corpus's ``questions``."""
+    items = json.loads((SAMPLE_CORPUS / questions).read_text(encoding="utf-8"))
     system = ChatConfig().system_prompt
     out = []
     for item in items:
@@ -169,6 +170,7 @@ def run_spec_bench(
     on = EmbeddedEngine(model_dir, max_running=8, speculative=spec)
     try:
         rag = rag_prompts(limit)
+        held_out = rag_prompts(limit, "qa_heldout.json")
         grounded = SamplingParams(new, repetition_penalty=ChatConfig().repetition_penalty)
         plain = SamplingParams(new)
         _run(on, rag[0], SamplingParams(4))  # warm both up
@@ -179,8 +181,13 @@ def run_spec_bench(
                 f"RAG grounded, 1 stream ({len(rag)} questions)",
                 *_compare(off, on, rag, grounded, 1),
             ),
+            (
+                f"RAG grounded, 1 stream, held out ({len(held_out)} questions)",
+                *_compare(off, on, held_out, grounded, 1),
+            ),
             (f"RAG grounded, {min(8, len(rag))} at once", *_compare(off, on, rag, grounded, 8)),
             ("open-ended, 1 stream", *_compare(off, on, chat, plain, 1)),
+            (f"open-ended, {len(chat)} at once", *_compare(off, on, chat, plain, 8)),
         ]
         achieved, limit_bps, tps8 = _bandwidth(off, new)
     finally:

@@ -78,9 +78,9 @@ class EmbeddedEngine:
         packed_weights: bool = True,
         speculative: SpeculativeConfig | None = None,
     ) -> None:
-        """``speculative``: prompt-lookup speculative decoding (``speculative.py``); None: off
-        (the default: on 2 shared cores in float32 it did not win 1.5x in ``appliance bench
-        engine --speculative``; see ``speculative.DEFAULT``)."""
+        """``speculative``: prompt-lookup speculative decoding (``speculative.py``); None: the
+        default, on (it wins on every workload of ``appliance bench engine --speculative``;
+        see ``speculative.DEFAULT``)."""
         if threads:
             torch.set_num_threads(threads)
         self.model_dir = Path(model_dir)

@@ -88,7 +88,8 @@ def test_portable_path_without_avx512(model_dir) -> None:  # noqa: ANN001
     assert out["capability"] == "AVX2"
     assert out["dtype"] == "float32"  # "auto" picks float32 without AVX-512
     assert out["attention"] == "pytorch"  # the native kernels need AVX-512 BF16
-    assert "prepacked" not in out["runtime"]  # oneDNN packing is for bfloat16 only
+    if "speculation" not in out["runtime"]:  # float32 is packed only for speculation's drafts
+        assert "prepacked" not in out["runtime"]
     assert out["completion"] > 0
     # the second run reuses every prompt token but the last, and answers the same
     assert out["same"] is True
