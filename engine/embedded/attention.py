@@ -52,7 +52,7 @@ class StepPlan:
     pool: KVPool
     n_decode: int  # decode queries: the decoding rows' new tokens, then their drafts
     decode_pos: torch.Tensor  # [n_decode] long: each query's position in its row
-    decode_mask: torch.Tensor | None  # [n_decode, capacity] float: 0 attend, -inf hidden
+    decode_mask: torch.Tensor | None  # [rows, capacity] float, 0 attend, -inf hidden: no kernel
     segments: list[Segment]
     # attention runs on these kernels when set (they mask causally by themselves)
     kernel: NativeKernels | None = None
@@ -63,6 +63,9 @@ class StepPlan:
     # when query i is row i's new token and there are no drafts
     decode_rows: torch.Tensor | None = None
     decode_slots: torch.Tensor | None = None
+    # each row's drafts as (first query index, segment): without the kernel they attend as a
+    # short causal segment of their row (gathering whole rows per query would copy them all)
+    draft_runs: list[tuple[int, Segment]] | None = None
 
 
 def make_plan(
@@ -82,15 +85,17 @@ def make_plan(
     that order."""
     lengths = pool.lengths[:n_decode]
     rows, pos = list(range(n_decode)), list(lengths)
+    runs: list[tuple[int, Segment]] = []
     for row, count in drafts:
+        runs.append((len(pos), Segment(row, lengths[row] + 1, count)))
         rows += [row] * count
         pos += range(lengths[row] + 1, lengths[row] + 1 + count)
     pool.ensure(max([p + 1 for p in pos] + [s.start + s.count for s in segments]))
     mask = None
-    if pos and kernel is None:
+    if n_decode and kernel is None:  # the decoding rows' new tokens (drafts: ``draft_runs``)
         cols = torch.arange(pool.capacity).unsqueeze(0)
-        mask = torch.zeros((len(pos), pool.capacity), dtype=torch.float32)
-        mask.masked_fill_(cols > torch.tensor(pos).unsqueeze(1), float("-inf"))
+        mask = torch.zeros((n_decode, pool.capacity), dtype=torch.float32)
+        mask.masked_fill_(cols > torch.tensor(lengths).unsqueeze(1), float("-inf"))
     for seg in segments:
         if kernel is None and seg.start and seg.count > SHORT_SEGMENT:
             end = seg.start + seg.count
@@ -110,6 +115,7 @@ def make_plan(
         decode_shared=min([shared, *lengths]) if n_decode > 1 else 0,
         decode_rows=torch.tensor(rows, dtype=torch.long) if drafted else None,
         decode_slots=torch.tensor(rows, dtype=torch.int32) if drafted else None,
+        draft_runs=runs if drafted else None,
     )
 
 
@@ -160,11 +166,19 @@ def attend(
         if plan.kernel is not None:
             lengths, shared, slots = plan.decode_lengths, plan.decode_shared, plan.decode_slots
             plan.kernel.decode(q, cache_k, cache_v, lengths, shared, out[0, :n], scale, slots)
-        elif plan.decode_rows is None:
-            out[0, :n] = _decode_matmul(q, cache_k[:n], cache_v[:n], plan.decode_mask, scale)
-        else:  # drafts read their request's row: gather the rows (a copy; no kernel here)
-            keys, values = cache_k[plan.decode_rows], cache_v[plan.decode_rows]
-            out[0, :n] = _decode_matmul(q, keys, values, plan.decode_mask, scale)
+        else:
+            n_rows = len(plan.decode_mask) if plan.decode_mask is not None else 0
+            if n_rows:
+                out[0, :n_rows] = _decode_matmul(
+                    q[:n_rows], cache_k[:n_rows], cache_v[:n_rows], plan.decode_mask, scale
+                )
+            for first, seg in plan.draft_runs or ():
+                end, last = seg.start + seg.count, first + seg.count
+                k, v = (
+                    cache_k[seg.slot : seg.slot + 1, :, :end],
+                    cache_v[seg.slot : seg.slot + 1, :, :end],
+                )
+                out[0, first:last] = _short_segment(query[:, :, first:last], k, v, seg, scale)
     offset = n
     for seg in plan.segments:
         end = seg.start + seg.count
