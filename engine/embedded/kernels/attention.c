@@ -330,8 +330,8 @@ int prefill_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *
 
 int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k, const bf16 *v,
                      int64_t kv_slot, int64_t kv_head, const int32_t *lengths,
-                     const int32_t *slots, int shared, bf16 *out, int64_t o_row, int64_t o_head, int n, int hq, int hkv,
-                     int head_dim, float scale, int n_threads) {
+                     const int32_t *slots, int shared, bf16 *out, int64_t o_row, int64_t o_head,
+                     int n, int hq, int hkv, int head_dim, float scale, int n_threads) {
     if ((head_dim != 64 && head_dim != 128) || hkv < 1 || hq % hkv || n <= 0 || shared < 0)
         return -1;
     int longest = 0;
