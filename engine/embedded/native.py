@@ -187,16 +187,19 @@ class NativeKernels:
         ``[n, Hq, D]``. Writes ``out``."""
         n, hq, dim = query.shape
         _check_layout(query, keys[0], values[0], out)
-        rows = n if slots is None else int(slots.max()) + 1
-        if keys.stride(0) != values.stride(0) or keys.shape[0] < rows or out.shape != query.shape:
-            raise ValueError("attention kernel: shapes do not match the decode rows")
         for name, ints in (("lengths", lengths), ("slots", slots)):
             if ints is not None and (
                 ints.dtype != torch.int32 or not ints.is_contiguous() or len(ints) != n
             ):
                 raise ValueError(f"attention kernel: {name} must be n contiguous int32")
-        if slots is not None and int(slots.min()) < 0:
-            raise ValueError("attention kernel: a negative pool row")
+        rows = n
+        if slots is not None:  # one pass for both bounds: this runs in every layer
+            low, high = (int(v) for v in torch.aminmax(slots))
+            if low < 0:
+                raise ValueError("attention kernel: a negative pool row")
+            rows = high + 1
+        if keys.stride(0) != values.stride(0) or keys.shape[0] < rows or out.shape != query.shape:
+            raise ValueError("attention kernel: shapes do not match the decode rows")
         if int(lengths.max()) > keys.shape[2] or not 0 <= shared < int(lengths.min()):
             raise ValueError("attention kernel: lengths or shared prefix out of range")
         rc = self._decode(
