@@ -219,8 +219,7 @@ def run_spec_bench(
     gb = 1e9
     bandwidth = (
         f"8 distinct streams, spec off: {tps8:.1f} decode tok/s in all; a step reads weights + "
-        f"KV once: "
-        f"{achieved / gb:.2f} GB/s achieved of {limit_bps / gb:.2f} GB/s measured "
+        f"KV once: {achieved / gb:.2f} GB/s achieved of {limit_bps / gb:.2f} GB/s measured "
         f"(1 GiB sum) = {achieved / limit_bps:.0%}"
     )
     draft = spec.draft
