@@ -121,7 +121,8 @@ class NativeKernels:
         prefill.argtypes += [_INT] * 5 + [ctypes.c_float, _INT]
         prefill.restype = _INT
         decode = lib.decode_attention
-        decode.argtypes = [_PTR, _I64, _I64, _PTR, _PTR, _I64, _I64, _PTR, _PTR, _INT, _PTR]
+        decode.argtypes = [_PTR, _I64, _I64, _PTR, _PTR, _I64, _I64, _INT, _INT]
+        decode.argtypes += [_PTR, _PTR, _INT, _PTR]
         decode.argtypes += [_I64, _I64]
         decode.argtypes += [_INT] * 4 + [ctypes.c_float, _INT]
         decode.restype = _INT
@@ -192,23 +193,24 @@ class NativeKernels:
                 ints.dtype != torch.int32 or not ints.is_contiguous() or len(ints) != n
             ):
                 raise ValueError(f"attention kernel: {name} must be n contiguous int32")
-        rows = n
-        if slots is not None:  # one pass for both bounds: this runs in every layer
-            low, high = (int(v) for v in torch.aminmax(slots))
-            if low < 0:
-                raise ValueError("attention kernel: a negative pool row")
-            rows = high + 1
-        if keys.stride(0) != values.stride(0) or keys.shape[0] < rows or out.shape != query.shape:
+        if (
+            keys.shape != values.shape
+            or keys.stride(0) != values.stride(0)
+            or out.shape != query.shape
+        ):
             raise ValueError("attention kernel: shapes do not match the decode rows")
-        if int(lengths.max()) > keys.shape[2] or not 0 <= shared < int(lengths.min()):
-            raise ValueError("attention kernel: lengths or shared prefix out of range")
+        # the rows and lengths are range-checked by the kernel, in its own pass over them: no
+        # tensor reductions here, where they would run in every layer of every step
         rc = self._decode(
             query.data_ptr(), query.stride(0), query.stride(1),
             keys.data_ptr(), values.data_ptr(), keys.stride(0), keys.stride(1),
+            keys.shape[0], keys.shape[2],
             lengths.data_ptr(), None if slots is None else slots.data_ptr(), shared,
             out.data_ptr(), out.stride(0), out.stride(1),
             n, hq, keys.shape[1], dim, scale, torch.get_num_threads(),
         )  # fmt: skip
+        if rc == -2:
+            raise ValueError("attention kernel: a pool row, length or shared prefix out of range")
         if rc != 0:
             raise RuntimeError("attention kernel: unsupported shape or out of memory")
 

@@ -133,9 +133,14 @@ def test_decode_queries_read_their_own_rows(
     for i, (slot, length) in enumerate(zip(slots, lengths, strict=True)):
         ref = _reference(q[i].unsqueeze(1), keys[slot], values[slot], length - 1)[0]
         assert (out[i].float() - ref).abs().max() < 0.03, i
-    with pytest.raises(ValueError):  # a negative row is refused before the kernel runs
-        bad = torch.tensor([-1] + slots[1:], dtype=torch.int32)
-        kernel.decode(q, keys, values, torch.tensor(lengths, dtype=torch.int32), 0, out, 1.0, bad)
+    for row in (-1, len(keys)):  # a row outside the pool is refused, and nothing is written
+        bad = torch.tensor([row] + slots[1:], dtype=torch.int32)
+        before = out.clone()
+        with pytest.raises(ValueError, match="range"):
+            kernel.decode(
+                q, keys, values, torch.tensor(lengths, dtype=torch.int32), 0, out, 1.0, bad
+            )
+        assert torch.equal(out, before)
 
 
 @needs_kernel

@@ -23,7 +23,8 @@
  * Threads come from OpenMP: loaded into a PyTorch process, this library binds to PyTorch's own
  * libgomp (same soname), so both share one thread team.
  *
- * Both return 0, or -1 for an unsupported shape or a failed allocation (nothing is written).
+ * Both return 0, or -1 for an unsupported shape or a failed allocation (nothing is written);
+ * decode_attention returns -2 for a row or a length outside the pool (nothing is written).
  */
 #include <immintrin.h>
 #include <math.h>
@@ -329,15 +330,20 @@ int prefill_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *
 }
 
 int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k, const bf16 *v,
-                     int64_t kv_slot, int64_t kv_head, const int32_t *lengths,
-                     const int32_t *slots, int shared, bf16 *out, int64_t o_row, int64_t o_head,
-                     int n, int hq, int hkv, int head_dim, float scale, int n_threads) {
-    if ((head_dim != 64 && head_dim != 128) || hkv < 1 || hq % hkv || n <= 0 || shared < 0)
-        return -1;
+                     int64_t kv_slot, int64_t kv_head, int pool_rows, int capacity,
+                     const int32_t *lengths, const int32_t *slots, int shared, bf16 *out,
+                     int64_t o_row, int64_t o_head, int n, int hq, int hkv, int head_dim,
+                     float scale, int n_threads) {
+    if ((head_dim != 64 && head_dim != 128) || hkv < 1 || hq % hkv || n <= 0) return -1;
+    if (shared < 0) return -2;
+    /* every row read and every length in range of the pool: checked here, in the one pass
+     * over lengths the kernel makes anyway, rather than by reductions in every layer's caller */
     int longest = 0;
     for (int r = 0; r < n; r++) {
-        if (lengths[r] < 1 || lengths[r] <= (n > 1 ? shared : 0)) return -1;
-        if (slots && slots[r] < 0) return -1;
+        const int row = slots ? slots[r] : r;
+        if (row < 0 || row >= pool_rows) return -2;
+        if (lengths[r] < 1 || lengths[r] > capacity || lengths[r] <= (n > 1 ? shared : 0))
+            return -2;
         if (lengths[r] > longest) longest = lengths[r];
     }
     if (n == 1) shared = 0; /* nothing to share */
