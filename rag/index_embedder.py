@@ -37,33 +37,45 @@ class EmbedderMismatch(ValueError):
         )
 
 
+def embedder_of(manifest: object) -> SavedEmbedder | None:
+    """The embedder a parsed index manifest records (pure); None when it records none."""
+    try:
+        return SavedEmbedder(
+            str(manifest["model"]), int(manifest["dim"]), int(manifest.get("count", 0))
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 def saved_embedder(directory: Path) -> SavedEmbedder | None:
     """The embedder recorded in ``directory``'s index manifest; None when there is no readable
     manifest (no index yet, or one so damaged that it is rebuilt from the database anyway)."""
     try:
         manifest = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
-        return SavedEmbedder(
-            str(manifest["model"]), int(manifest["dim"]), int(manifest.get("count", 0))
-        )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return None
+    return embedder_of(manifest)
+
+
+def is_other(saved: SavedEmbedder | None, model: str, dim: int | None) -> bool:
+    """``saved`` holds vectors and is not (``model``, ``dim``); ``dim`` None (not known
+    without loading the model) compares the name alone."""
+    if saved is None or saved.count <= 0:
+        return False
+    return saved.model != model or (dim is not None and saved.dim != dim)
 
 
 def check_embedder(directory: Path, model: str, dim: int) -> None:
     """Raise ``EmbedderMismatch`` when ``directory`` holds vectors of another embedder than
     (``model``, ``dim``); return quietly when it holds none, or this embedder's."""
     saved = saved_embedder(directory)
-    if saved is not None and saved.count > 0 and (saved.model, saved.dim) != (model, dim):
+    if saved is not None and is_other(saved, model, dim):
         raise EmbedderMismatch(directory, saved, model, dim)
 
 
 def other_embedder(directory: Path, model: str, dim: int | None) -> SavedEmbedder | None:
     """The embedder recorded in ``directory`` when its index holds vectors and it is not
-    (``model``, ``dim``); ``dim`` None (not known without loading the model) compares the name
-    alone. The check of the doctor and the installer, which do not load the model."""
+    (``model``, ``dim``) (``is_other``). The check of the installer, which does not load the
+    model."""
     saved = saved_embedder(directory)
-    if saved is None or saved.count <= 0:
-        return None
-    if saved.model != model or (dim is not None and saved.dim != dim):
-        return saved
-    return None
+    return saved if is_other(saved, model, dim) else None

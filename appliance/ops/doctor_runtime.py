@@ -127,7 +127,7 @@ def index_check(config: AppConfig) -> Check:
     from rag.bm25 import BM25_FILE
     from rag.embeddings import embedder_dim, embedder_name
     from rag.index import INDEX_FILE, MANIFEST_FILE
-    from rag.index_embedder import other_embedder
+    from rag.index_embedder import embedder_of, is_other
 
     directory = config.paths.index_dir
     chunks = _chunk_count(config)
@@ -146,6 +146,8 @@ def index_check(config: AppConfig) -> Check:
         import faiss
 
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict):
+            raise ValueError("the manifest is not a JSON object")
         loaded = faiss.read_index(str(directory / INDEX_FILE))
         live = int(loaded.ntotal) - int(manifest.get("tombstones", 0))
     except (OSError, ValueError, RuntimeError) as exc:
@@ -160,7 +162,7 @@ def index_check(config: AppConfig) -> Check:
     detail = f"{live} vectors ({manifest.get('kind')}, {manifest.get('model')})"
     model_path = config.rag.embedding_model_path
     wanted, width = embedder_name(model_path), embedder_dim(model_path)
-    if live and other_embedder(directory, wanted, width):
+    if live and is_other(embedder_of(manifest), wanted, width):
         return Check(
             "index",
             False,

@@ -71,3 +71,16 @@ def test_the_checks_that_load_no_model_compare_the_width_when_the_folder_says(
     assert other_embedder(index, "bge-m3", None).model == "all-MiniLM-L6-v2"
     _saved(tmp_path / "empty", "bge-m3", 8, 0)
     assert other_embedder(tmp_path / "empty", "all-MiniLM-L6-v2", 384) is None
+
+
+def test_a_manifest_is_read_as_data_and_compared_purely() -> None:
+    from rag.index_embedder import SavedEmbedder, embedder_of, is_other
+
+    saved = embedder_of({"model": "m", "dim": 384, "count": 3})
+    assert saved == SavedEmbedder("m", 384, 3)
+    for broken in ([], "m", {"model": "m"}, {"model": "m", "dim": "wide"}, None):
+        assert embedder_of(broken) is None, broken
+    assert not is_other(saved, "m", 384) and not is_other(saved, "m", None)
+    assert is_other(saved, "m", 768) and is_other(saved, "other", None)
+    assert not is_other(SavedEmbedder("m", 384, 0), "other", 768)  # no vectors: no conflict
+    assert not is_other(None, "other", 768)

@@ -101,6 +101,9 @@ def test_index_check_on_real_index_files(appliance, tmp_path: Path, capsys) -> N
     assert run_checks(config, (index_check,)) == 1
     out = capsys.readouterr().out
     assert "[FAIL] index" in out and "1 check(s) failed" in out
+    (data / "index" / "manifest.json").write_text("[1, 2]")  # JSON, but not a manifest
+    listed = index_check(config)
+    assert not listed.ok and "not a JSON object" in listed.detail
 
 
 def test_engine_check_names_the_runtime_and_warns_without_a_compiler(
