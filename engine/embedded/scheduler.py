@@ -235,7 +235,7 @@ class Scheduler:
             seq.score_prompt(logits[row : row + count], lo)
         done: list[Sequence] = []
         for row, seq in enumerate(self.decoding):
-            draft = drafts.get(row, [])
+            draft = step.drafts.get(row, [])
             accepted = verify(seq, logits[step.verify_rows[row]], draft)
             if draft:
                 seq.drafted += len(draft)
