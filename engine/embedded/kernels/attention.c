@@ -139,7 +139,7 @@ static inline void attend_tile(const bf16 *const qrow[ROWS], const int limit[ROW
             __m512 sum = _mm512_setzero_ps();
             __m512 pr[4];
             for (int c = 0; c < 4; c++) {
-                pr[c] = exp2_ps(_mm512_fmadd_ps(s[r][c], sc, neg_m));
+                pr[c] = exp2_softmax_ps(_mm512_fmadd_ps(s[r][c], sc, neg_m));
                 if (!full) pr[c] = _mm512_maskz_mov_ps(mask[c], pr[c]);
                 sum = _mm512_add_ps(sum, pr[c]);
             }

@@ -24,6 +24,21 @@ static inline __m512 exp2_ps(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
+/* 2^x for the softmax of attention, where x = score - running max is finite: no clamping
+ * (scalef gives 0 far below and inf far above, and lanes past a row's keys are masked to 0
+ * after), and a degree-4 fit of 2^f on [-1/2, 1/2] (relative error < 3e-6, far below the
+ * bfloat16 rounding the probabilities then get: 2^-9). Five fewer operations than exp2_ps. */
+static inline __m512 exp2_softmax_ps(__m512 x) {
+    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(x, n);
+    __m512 p = _mm512_set1_ps(9.56051984e-3f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.59171229e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.40249817e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.93121958e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.99999190e-1f));
+    return _mm512_scalef_ps(p, n);
+}
+
 /* 16 bfloat16 values to fp32, and back with round-to-nearest-even */
 static inline __m512 load_bf16(const bf16 *p) {
     return _mm512_cvtpbh_ps((__m256bh)_mm256_loadu_si256((const __m256i *)p));
