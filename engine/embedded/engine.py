@@ -25,6 +25,7 @@ from engine.base import (
 from engine.embedded.attention import install as install_pool_attention
 from engine.embedded.attention import run_step
 from engine.embedded.fused import FusedLlama, fusable
+from engine.embedded.gemv import GEMV_ROWS
 from engine.embedded.kv_pool import KVPool
 from engine.embedded.linear import packing_available, packing_helps_drafts
 from engine.embedded.native import cpu_flags, load_native_kernels
@@ -130,11 +131,14 @@ class EmbeddedEngine:
             self.speculative.enabled and packing_helps_drafts(self._dtype)
         )
         packed = packed_weights and self.runner == "fused" and packable
+        weights = ", prepacked weights" if packed else ""
         if self.runner == "fused":
-            forward = FusedLlama(self.model, pack=packed, kernels=kernel).step
+            runner = FusedLlama(self.model, pack=packed, kernels=kernel)
+            forward = runner.step
+            if runner.gemv is not None:
+                weights += f" (native GEMV up to {GEMV_ROWS} rows)"
         else:
             forward = functools.partial(run_step, self.model)
-        weights = ", prepacked weights" if packed else ""
         native = f"{kernel.name} kernels" if kernel is not None else "PyTorch attention"
         spec = ", n-gram speculation" if self.speculative.enabled else ""
         self.runtime = f"{self.runner} runner{weights}, {native}{spec}"

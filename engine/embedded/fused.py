@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.embedded.attention import StepPlan, advance, attend, positions
+from engine.embedded.gemv import NativeGemv
 from engine.embedded.linear import make_linear
 from engine.embedded.native import NativeKernels
 
@@ -67,13 +68,13 @@ def _fuse(parts: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | No
 
 
 class _Layer:
-    def __init__(self, layer: torch.nn.Module, pack: bool) -> None:
+    def __init__(self, layer: torch.nn.Module, pack: bool, gemv: NativeGemv | None) -> None:
         attn, mlp = layer.self_attn, layer.mlp
-        self.qkv = make_linear(*_fuse([attn.q_proj, attn.k_proj, attn.v_proj]), pack)
+        self.qkv = make_linear(*_fuse([attn.q_proj, attn.k_proj, attn.v_proj]), pack, gemv)
         self.qk_width = attn.q_proj.out_features + attn.k_proj.out_features
-        self.o = make_linear(attn.o_proj.weight, None, pack)
-        self.gate_up = make_linear(_fuse([mlp.gate_proj, mlp.up_proj])[0], None, pack)
-        self.down = make_linear(mlp.down_proj.weight, None, pack)
+        self.o = make_linear(attn.o_proj.weight, None, pack, gemv)
+        self.gate_up = make_linear(_fuse([mlp.gate_proj, mlp.up_proj])[0], None, pack, gemv)
+        self.down = make_linear(mlp.down_proj.weight, None, pack, gemv)
         self.norm_in = layer.input_layernorm.weight
         self.norm_post = layer.post_attention_layernorm.weight
         self.scale = float(attn.scaling)
@@ -100,7 +101,8 @@ class FusedLlama:
         self, model: torch.nn.Module, pack: bool = False, kernels: NativeKernels | None = None
     ) -> None:
         """``pack``: run the linears on prepacked weights (``linear.py``; bfloat16 only);
-        ``kernels``: run residual-add + RMSNorm and SiLU-gate natively (bfloat16 only)."""
+        ``kernels``: run residual-add + RMSNorm and SiLU-gate natively (bfloat16 only), and,
+        with ``pack``, the linears of small steps (``gemv.py``)."""
         inner = model.model
         cfg = model.config
         # the pointwise kernels take bfloat16 rows of whole 16-lane vectors
@@ -114,10 +116,12 @@ class FusedLlama:
         self.rotary = inner.rotary_emb
         self.norm = inner.norm.weight
         self.eps = float(getattr(cfg, "rms_norm_eps", 1e-6))
-        self.lm_head = make_linear(model.lm_head.weight, None, pack)
+        # small steps' linears natively where the weights are prepacked anyway (bfloat16)
+        self.gemv = NativeGemv(kernels.library) if pack and kernels is not None and bf16 else None
+        self.lm_head = make_linear(model.lm_head.weight, None, pack, self.gemv)
         self.q_heads = cfg.num_attention_heads
         self.kv_heads = cfg.num_key_value_heads
-        self.layers = [_Layer(layer, pack) for layer in inner.layers]
+        self.layers = [_Layer(layer, pack, self.gemv) for layer in inner.layers]
 
     def _add_norm(
         self, h: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor

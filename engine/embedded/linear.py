@@ -21,6 +21,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from engine.embedded.gemv import GEMV_ROWS, NativeGemv
+
 log = logging.getLogger(__name__)
 
 Linear = Callable[[torch.Tensor], torch.Tensor]
@@ -60,10 +62,24 @@ def _packing_works(dtype: torch.dtype) -> bool:
         return False
 
 
-def make_linear(weight: torch.Tensor, bias: torch.Tensor | None, pack: bool) -> Linear:
-    """``x -> x @ weight.T + bias``, on a prepacked copy of ``weight`` when ``pack``."""
+def make_linear(
+    weight: torch.Tensor, bias: torch.Tensor | None, pack: bool, gemv: NativeGemv | None = None
+) -> Linear:
+    """``x -> x @ weight.T + bias``, on a prepacked copy of ``weight`` when ``pack``; with
+    ``gemv`` (and a weight it fits), steps of up to ``GEMV_ROWS`` rows run on its own packed
+    copy instead (decode steps: bound by reading the weights, which it does faster)."""
     if not pack:
         return lambda x: F.linear(x, weight, bias)
     packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS_HINT)
     op = torch.ops.mkldnn._linear_pointwise
-    return lambda x: op(x, packed, bias, "none", [], "")
+    if gemv is None or not gemv.fits(weight):
+        return lambda x: op(x, packed, bias, "none", [], "")
+    panels, outputs = gemv.pack(weight), weight.shape[0]
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        if not 0 < x.shape[0] <= GEMV_ROWS:
+            return op(x, packed, bias, "none", [], "")
+        y = gemv(x, panels, outputs)
+        return y if bias is None else y.add_(bias)
+
+    return run

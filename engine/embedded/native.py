@@ -34,7 +34,7 @@ import torch
 log = logging.getLogger(__name__)
 
 KERNELS = Path(__file__).with_name("kernels")
-SOURCES = (KERNELS / "attention.c", KERNELS / "pointwise.c")
+SOURCES = (KERNELS / "attention.c", KERNELS / "pointwise.c", KERNELS / "gemv.c")
 HEADERS = (KERNELS / "vec.h",)
 # -fopenmp: the library binds to the libgomp PyTorch has loaded (same soname): one thread team
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp")

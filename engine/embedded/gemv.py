@@ -1,0 +1,62 @@
+"""The native small-batch linear (``kernels/gemv.c``): a few bfloat16 rows times a weight
+matrix packed once into the kernel's panels. A decode step's linears are bound by reading the
+weights; this reads them at 25-37 GB/s where oneDNN's GEMM reads 16-22 (2-core Zen 4 VM, cold
+weights). ``linear.make_linear`` uses it for steps of up to ``GEMV_ROWS`` rows.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import torch
+
+_PTR, _I64, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+PANEL_OUTPUTS = 32  # the kernel's blocks: a weight's output count must be a multiple
+# rows at or under which the kernel beats oneDNN's prepacked GEMM (measured on the model's
+# shapes, 2 threads: 1.3-1.7x at 1-8 rows, ~1.1x at 16; at 32 oneDNN's blocking wins)
+GEMV_ROWS = 16
+
+
+class NativeGemv:
+    """Packs weights for, and runs, the native small-batch linear (bfloat16 only)."""
+
+    def __init__(self, library: Path) -> None:
+        lib = ctypes.CDLL(str(library))
+        self._pack = lib.gemv_pack
+        self._pack.argtypes = [_PTR, _INT, _INT, _PTR]
+        self._run = lib.gemv_bf16
+        self._run.argtypes = [_PTR, _I64, _INT, _PTR, _INT, _INT, _PTR, _I64, _INT]
+        for fn in (self._pack, self._run):
+            fn.restype = _INT
+
+    @staticmethod
+    def fits(weight: torch.Tensor) -> bool:
+        """``weight`` ``[n, k]`` is bfloat16 with n a multiple of 32 and k even."""
+        n, k = weight.shape
+        return weight.dtype == torch.bfloat16 and n % PANEL_OUTPUTS == 0 and k % 2 == 0 and k > 0
+
+    def pack(self, weight: torch.Tensor) -> torch.Tensor:
+        """The kernel's panels of ``weight`` (a new tensor of the same size)."""
+        if weight.dim() != 2 or not self.fits(weight):
+            raise ValueError("gemv: the weight must be [n, k] bfloat16, n % 32 == 0, k even")
+        w = weight.detach().contiguous()
+        panels = torch.empty(w.numel(), dtype=torch.bfloat16)
+        if self._pack(w.data_ptr(), w.shape[0], w.shape[1], panels.data_ptr()) != 0:
+            raise ValueError("gemv: the kernel refused the weight's shape")
+        return panels
+
+    def __call__(self, x: torch.Tensor, panels: torch.Tensor, n: int) -> torch.Tensor:
+        """``x`` ``[m, k]`` bfloat16 (any row stride, contiguous rows) times the weight that
+        ``panels`` packs (``n`` outputs): ``[m, n]`` bfloat16."""
+        m, k = x.shape
+        if x.dtype != torch.bfloat16 or x.stride(1) != 1 or panels.numel() != n * k:
+            raise ValueError("gemv: x must be [m, k] bfloat16 rows matching the weight")
+        y = torch.empty(m, n, dtype=torch.bfloat16)
+        rc = self._run(
+            x.data_ptr(), x.stride(0), m, panels.data_ptr(), n, k, y.data_ptr(), n,
+            torch.get_num_threads(),
+        )  # fmt: skip
+        if rc != 0:
+            raise ValueError("gemv: the kernel refused the shapes")
+        return y
