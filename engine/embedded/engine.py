@@ -222,6 +222,13 @@ class EmbeddedEngine:
         out["cache_hit_rate"] = out["cached_tokens_total"] / prompt if prompt else 0.0
         return out
 
+    def set_speculative(self, config: SpeculativeConfig) -> None:
+        """Use ``config`` for requests admitted from now on; running requests keep their
+        drafters, and draft only while the new config is on. The weights stay as they were
+        loaded (float32 is prepacked only when the engine started with speculation on)."""
+        self.speculative = config
+        self._scheduler.speculative = config  # one reference, read by the scheduler's thread
+
     def flush_cache(self) -> None:
         """Drop every cached prefix (done by the scheduler once no request is running)."""
         self._scheduler.request_flush()

@@ -181,6 +181,19 @@ def test_a_request_served_without_speculation_says_why(pair) -> None:  # noqa: A
     assert stats.spec_draft_tokens == 0
 
 
+def test_speculation_is_switched_for_the_next_requests(pair) -> None:  # noqa: ANN001
+    _, on = pair
+    request = GenerateRequest(prompt="Hello", sampling=SamplingParams(2))
+    try:
+        on.set_speculative(OFF)
+        _, _, stats = _run(on, request)
+        assert stats.speculative is False and "off" in stats.spec_declined
+    finally:
+        on.set_speculative(SpeculativeConfig())
+    _, _, stats = _run(on, request)
+    assert stats.speculative is True and stats.spec_declined == ""
+
+
 def test_bf16_answers_differ_only_at_ties(model_dir) -> None:  # noqa: ANN001
     """In the engine's own dtype (bfloat16 where the CPU has it), speculation's answer is the
     plain one until a position where the plain engine's two best tokens (nearly) tie: a
