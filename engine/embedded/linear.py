@@ -3,14 +3,16 @@
 ``F.linear`` hands oneDNN a plain row-major weight on every call. For a decode step (a few
 token rows against each weight matrix, so bound by reading the weights from memory) that runs
 at 10-14 GB/s on this project's 2-core Zen 4 VM, while the same product on a weight reordered
-once into oneDNN's own layout runs at 18-22 GB/s, the machine's read bandwidth (measured with
-the model's shapes, every weight cold in cache). Prefill GEMMs gain 3-6%.
+once into oneDNN's own layout runs at 16-22 GB/s (measured with the model's shapes, every
+weight cold in cache). Prefill GEMMs gain 3-6%. Where the native kernels load, steps of up to
+``gemv.GEMV_ROWS`` rows run on the native small-batch linear instead, which reads the weights
+at 25-37 GB/s (``gemv.py``).
 
-The packed copy sits beside the original (transformers' forward and the tied embedding still
-read that), about the size of the model's linear weights again. Packing is used for bfloat16,
-where oneDNN's AVX-512 BF16 kernels apply, and for float32 only under speculative decoding
-(``packing_helps_drafts``); a PyTorch build without the op, or one that fails a probe, keeps
-``F.linear``.
+The packed copies sit beside the original (transformers' forward and the tied embedding still
+read that), each about the size of the model's linear weights again. Packing is used for
+bfloat16, where oneDNN's AVX-512 BF16 kernels apply, and for float32 only under speculative
+decoding (``packing_helps_drafts``); a PyTorch build without the op, or one that fails a probe,
+keeps ``F.linear``.
 """
 
 from __future__ import annotations

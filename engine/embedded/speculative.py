@@ -30,9 +30,9 @@ class SpeculativeConfig:
 
 OFF = SpeculativeConfig(mode="off")
 # the engine's default: on. ``appliance bench engine --speculative`` (2 vCPUs, bfloat16,
-# SmolLM2-135M, greedy, 96 tokens; drafts as decode queries) measured decode tokens/s on/off:
-# grounded RAG one at a time 1.77x on the dev questions (1.77 tokens a step) and 1.19x held
-# out (1.23), 8 at a time 1.14-1.30x, open-ended text 1.45x alone and 1.21x 8 at a time
+# SmolLM2-135M, greedy, 96 tokens; one engine switched off and on) measured decode tokens/s
+# on/off: grounded RAG one at a time 1.25x on the dev questions (1.64 tokens a step) and 1.05x
+# held out (1.30), 8 at a time 1.12x, open-ended text 1.28x alone and 1.22x 8 at a time
 DEFAULT = SpeculativeConfig(mode="ngram")
 
 
@@ -76,8 +76,10 @@ class DraftPacer:
     that copies nothing then costs a verify step now and then, not every step.
 
     A request decoding *alone* always drafts ``max_tokens``: its drafts are decode queries on
-    its own row, which cost a lone stream ~0-5% of a step for up to 4 drafts and 10% for 8
-    (measured, SmolLM2-135M, 2 vCPUs), while pacing gave up half the accepted tokens."""
+    its own row, whose cost is mostly the linears' extra rows (4 drafts: 1.21x one row's
+    linears, the weights read once; SmolLM2-135M, 2 vCPUs), while pacing gave up about half
+    the accepted tokens: on the dev questions always drafting gave 1.30-1.44x on/off against
+    1.20-1.26x paced."""
 
     max_tokens: int
     length: int = 0
