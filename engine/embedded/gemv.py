@@ -13,9 +13,11 @@ import torch
 
 _PTR, _I64, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
 PANEL_OUTPUTS = 32  # the kernel's blocks: a weight's output count must be a multiple
-# rows at or under which the kernel beats oneDNN's prepacked GEMM (measured on the model's
-# shapes, 2 threads: 1.3-1.7x at 1-8 rows, ~1.1x at 16; at 32 oneDNN's blocking wins)
-GEMV_ROWS = 16
+# the most rows a step may have to run here: a decode step of 8 streams with their drafts
+# (up to 24 rows) included. Measured on SmolLM2's shapes (2 threads, Zen 4), the kernel runs
+# 1.3-1.8x oneDNN's prepacked GEMM at 1-8 rows and 1.0-1.3x at 16-32; it still matches it at
+# 512 rows here, but prefill stays on oneDNN, whose GEMM uses AMX tiles where a CPU has them
+GEMV_ROWS = 32
 
 
 class NativeGemv:
