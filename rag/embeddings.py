@@ -84,17 +84,18 @@ class Embedder:
     def embed(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self._run(lambda: self._encode(texts, show_progress))
-        return np.ascontiguousarray(vecs, dtype=np.float32)
+        return self._run(lambda: self._embed(texts, show_progress))
 
-    def _encode(self, texts: Sequence[str], show_progress: bool) -> np.ndarray:
-        return self.model.encode(
+    def _embed(self, texts: Sequence[str], show_progress: bool) -> np.ndarray:
+        """``embed``'s model work, on the thread it is called on (``texts`` not empty)."""
+        vecs = self.model.encode(
             list(texts),
             batch_size=self.batch_size,
             normalize_embeddings=True,
             convert_to_numpy=True,
             show_progress_bar=show_progress,
         )
+        return np.ascontiguousarray(vecs, dtype=np.float32)
 
     def embed_with_spans(
         self,
@@ -148,7 +149,8 @@ class Embedder:
             piece_vecs.append(vecs)
             leftovers += [(i, j, texts[i][spans[i][j][0] : spans[i][j][1]]) for j in missing]
         if leftovers:
-            alone = self.embed([t for _, _, t in leftovers])
+            # already on the runner's thread: embedded here, not through ``embed`` again
+            alone = self._embed([t for _, _, t in leftovers], False)
             for (i, j, _), vec in zip(leftovers, alone, strict=True):
                 piece_vecs[i][j] = vec
         return np.ascontiguousarray(chunk_vecs, dtype=np.float32), piece_vecs
