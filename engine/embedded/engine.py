@@ -26,6 +26,7 @@ from engine.embedded.attention import install as install_pool_attention
 from engine.embedded.attention import run_step
 from engine.embedded.fused import FusedLlama, fusable
 from engine.embedded.gemv import GEMV_ROWS
+from engine.embedded.heap import keep_freed_memory
 from engine.embedded.kv_pool import KVPool
 from engine.embedded.linear import packing_available, packing_helps_drafts
 from engine.embedded.native import cpu_flags, load_native_kernels
@@ -84,6 +85,8 @@ class EmbeddedEngine:
         see ``speculative.DEFAULT``)."""
         if threads:
             torch.set_num_threads(threads)
+        # each step's activations stay mapped between steps (heap.py: cold prefill ~0.1-0.3 s)
+        keep_freed_memory()
         self.model_dir = Path(model_dir)
         self.profile = profile
         self.max_queue = max_queue
