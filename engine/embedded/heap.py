@@ -4,10 +4,13 @@ Every forward step allocates and frees its activations (for a 1,550-token prefil
 default model: a 9.5 MB gate-up output, 3 MB QKV, ... per layer). glibc's malloc returns such
 memory to the kernel: blocks above its (adaptive) mmap threshold are unmapped on free, and
 free space at the top of a heap is trimmed once it exceeds the trim threshold. The next step
-then faults every page back in, and the kernel zeroes each one. Measured on this project's
-2-core VM: 18,000-82,000 page faults and 0.05-0.47 s of system time per cold 1,550-token
-prefill, and a TTFT of 0.60-0.95 s; with the settings below, about 9,000 faults (the KV kept
-in the radix cache: memory that is really new) and 0.56-0.62 s.
+then faults every page back in, and the kernel zeroes each one; in a VM a fault costs several
+microseconds. Measured on this project's 2-core VM, 12 cold 1,550-token prefills in a row:
+without these settings 18,000-82,000 page faults and a TTFT of 0.60-0.95 s; with them about
+9,000 faults (the KV the radix cache keeps: memory that is really new) and a median TTFT of
+0.58 s. A thread's arena still unmaps a whole 64 MB heap once it is empty, which glibc does
+not let a process turn off; limiting the process to one arena (``M_ARENA_MAX``) did not help
+(median 0.63 s), so it is left alone.
 
 The settings are process-wide: the process keeps up to its peak heap mapped instead of
 shrinking after a burst (the peak RSS, what a box must provide, is unchanged). Blocks larger

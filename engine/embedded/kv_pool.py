@@ -20,6 +20,12 @@ LayerKV = tuple[torch.Tensor, torch.Tensor]
 GROW = 256
 
 
+def reserved_positions(context_length: int, kv_budget_tokens: int, slots: int) -> int:
+    """Positions to size every row for up front: an even share of the KV budget, at most the
+    context length, at least one."""
+    return max(1, min(context_length, kv_budget_tokens // slots))
+
+
 class KVPool:
     """Not thread-safe: the scheduler thread is its only user."""
 

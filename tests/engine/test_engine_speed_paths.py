@@ -13,7 +13,7 @@ import torch
 from support.paths import REPO
 
 from appliance.core.config import SAMPLE_CORPUS
-from engine.embedded.kv_pool import GROW, KVPool
+from engine.embedded.kv_pool import GROW, KVPool, reserved_positions
 
 
 def _kv(length: int, fill: float) -> list:
@@ -39,6 +39,23 @@ def test_kv_pool_rows_load_move_swap_and_grow() -> None:
     assert torch.equal(pool.row(1)[0][0], _kv(3, 1.0)[0][0])
     # positions past a row's length are zeros (finite), so masked attention stays exact
     assert torch.count_nonzero(pool.keys[0][1, :, 3:]) == 0
+
+
+def test_rows_are_reserved_for_an_even_share_of_the_budget_at_most_the_context() -> None:
+    assert reserved_positions(8192, 32768, 8) == 4096
+    assert reserved_positions(2048, 32768, 8) == 2048  # the context bounds a row
+    assert reserved_positions(8192, 256, 64) == 4
+    assert reserved_positions(8192, 10, 64) == 1
+
+
+def test_the_native_engine_reserves_its_rows_at_start(engine) -> None:  # noqa: ANN001
+    # the first long prompt then grows nothing (growing stalls every running request)
+    pool = engine._scheduler.pool
+    if engine.attention == "pytorch":
+        pytest.skip("no native kernels here: PyTorch's attention keeps rows short")
+    want = reserved_positions(engine.context_length, 16384, 8)  # the fixture's budget
+    assert pool.capacity >= want
+    assert pool.capacity < want + GROW
 
 
 _PORTABLE = """
