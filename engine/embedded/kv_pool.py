@@ -65,6 +65,20 @@ class KVPool:
             self.values[layer][slot, :, :length].copy_(v[0])
         self.lengths[slot] = length
 
+    def load_pieces(self, slot: int, pieces: list[list[LayerKV]]) -> None:
+        """Fill ``slot`` with consecutive runs of one request's KV (each run ``[1, H, n, D]``
+        per layer, as ``RadixKVCache.match_pieces`` gives them); length becomes their sum."""
+        length = sum(piece[0][0].shape[2] for piece in pieces) if pieces else 0
+        self.ensure(max(length, 1))
+        start = 0
+        for piece in pieces:
+            n = piece[0][0].shape[2]
+            for layer, (k, v) in enumerate(piece):
+                self.keys[layer][slot, :, start : start + n].copy_(k[0])
+                self.values[layer][slot, :, start : start + n].copy_(v[0])
+            start += n
+        self.lengths[slot] = length
+
     def row(self, slot: int, length: int | None = None) -> list[LayerKV]:
         """Views of ``slot``'s first ``length`` positions, ``[1, H, length, D]`` per layer."""
         n = self.lengths[slot] if length is None else length

@@ -192,7 +192,8 @@ class Scheduler:
         reusable = len(job.ids) - 1
         if job.logprobs is not None and job.logprobs.wants_prompt(len(job.ids)):
             reusable = min(reusable, first_logit_position(job.logprobs))
-        cached, kv = self.cache.match(job.ids[:reusable])
+        # views of the cache's KV, copied into the pool row below before the cache changes
+        cached, pieces = self.cache.match_pieces(job.ids[:reusable])
         budget = min(job.sampling.max_new_tokens, self.context_length - len(job.ids))
         seq = Sequence(
             job=job,
@@ -208,7 +209,7 @@ class Scheduler:
             seq.pacer = DraftPacer(self.speculative.draft.max_tokens)
         # decoding requests hold rows 0 .. len(decoding) - 1; prefilling ones take the top rows
         seq.slot = max(i for i, owner in enumerate(self.owners) if owner is None)
-        self.pool.load(seq.slot, kv)
+        self.pool.load_pieces(seq.slot, pieces)
         self.owners[seq.slot] = seq
         return seq
 

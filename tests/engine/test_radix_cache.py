@@ -326,3 +326,58 @@ def test_cache_does_not_alias_the_inserted_tensors():
         v.fill_(0)
     _, got = cache.match([1, 2, 3])
     assert_kv_for(got, [1, 2, 3])
+
+
+# --- views instead of copies ------------------------------------------------------------
+
+
+def _storages(kv) -> set[int]:
+    return {t.untyped_storage().data_ptr() for pair in kv for t in pair}
+
+
+def test_match_pieces_are_views_of_the_path_and_load_into_a_pool_row():
+    from engine.embedded.kv_pool import KVPool
+
+    cache = RadixKVCache(budget_tokens=1000)
+    a, b = [1, 2, 3, 4], [1, 2, 3, 4, 5, 6]
+    cache.insert(a, make_kv(a))
+    cache.insert(b, make_kv(b))  # an edge [1..4] and a child [5, 6]
+    n, pieces = cache.match_pieces([1, 2, 3, 4, 5, 9])
+    assert n == 5 and [p[0][0].shape[2] for p in pieces] == [4, 1]
+    edges = cache.root.children[1].kv + cache.root.children[1].children[5].kv
+    assert _storages([kv for piece in pieces for kv in piece]) <= _storages(edges)  # no copy
+    pool = KVPool(layers=LAYERS, slots=2, kv_heads=HEADS, head_dim=DIM, dtype=torch.float32)
+    pool.load_pieces(1, pieces)
+    assert pool.lengths[1] == 5
+    assert_kv_for(pool.row(1), [1, 2, 3, 4, 5])
+    assert cache.match_pieces([9]) == (0, [])
+
+
+def test_a_split_near_the_end_keeps_the_long_side_as_a_view_and_copies_the_short_one():
+    cache = RadixKVCache(budget_tokens=1000)
+    long = list(range(1, 17))  # 16 tokens, one edge
+    cache.insert(long, make_kv(long))
+    stored = _storages(cache.root.children[1].kv)
+    branch = long[:15] + [99]
+    cache.insert(branch, make_kv(branch))  # splits the edge after 15 of its 16 tokens
+    upper = cache.root.children[1]
+    lower = upper.children[16]
+    assert len(upper.tokens) == 15 and _storages(upper.kv) == stored  # 15/16 >= 7/8: a view
+    assert not _storages(lower.kv) & stored  # the one-token side is its own copy
+    assert_kv_for(cache.match(long)[1], long)
+    assert_kv_for(cache.match(branch)[1], branch)
+    assert tree_tokens(cache) == cache.total_tokens == 17
+
+
+def test_a_split_in_the_middle_copies_both_sides():
+    cache = RadixKVCache(budget_tokens=1000)
+    long = list(range(1, 17))
+    cache.insert(long, make_kv(long))
+    stored = _storages(cache.root.children[1].kv)
+    branch = long[:8] + [99]
+    cache.insert(branch, make_kv(branch))
+    upper = cache.root.children[1]
+    assert not _storages(upper.kv) & stored
+    assert not _storages(upper.children[9].kv) & stored
+    assert_kv_for(cache.match(long)[1], long)
+    assert_kv_for(cache.match(branch)[1], branch)
