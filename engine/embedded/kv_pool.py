@@ -58,12 +58,7 @@ class KVPool:
 
     def load(self, slot: int, kv: list[LayerKV]) -> None:
         """Fill ``slot`` with one request's KV (``[1, H, L, D]`` per layer); length becomes L."""
-        length = kv[0][0].shape[2] if kv else 0
-        self.ensure(max(length, 1))
-        for layer, (k, v) in enumerate(kv):
-            self.keys[layer][slot, :, :length].copy_(k[0])
-            self.values[layer][slot, :, :length].copy_(v[0])
-        self.lengths[slot] = length
+        self.load_pieces(slot, [kv] if kv else [])
 
     def load_pieces(self, slot: int, pieces: list[list[LayerKV]]) -> None:
         """Fill ``slot`` with consecutive runs of one request's KV (each run ``[1, H, n, D]``
