@@ -78,8 +78,11 @@ def test_load_with_an_engine_kill_mid_run(
     try:
         with serving(build_api(app.auth, app.chat, client)) as url:
             killed_pid = int(pidfile.read_text())
-            argv = ["--url", url, "--sessions", "2", "--turns", "2", "--duration", "120"]
-            argv += ["--no-baseline", "--kill-engine-after", "2", "--engine-pid", str(killed_pid)]
+            # 4 turns a session and the kill 1 s in: turns still start after it however fast
+            # the engine answers (with 2 turns and the kill 2 s in, a fast run had started
+            # every turn before the kill)
+            argv = ["--url", url, "--sessions", "2", "--turns", "4", "--duration", "120"]
+            argv += ["--no-baseline", "--kill-engine-after", "1", "--engine-pid", str(killed_pid)]
             argv += ["--restart-cmd", restart_cmd]
             rc = load_bench.main(argv, config)
             out = capsys.readouterr().out
