@@ -85,6 +85,9 @@ class EngineConfig(_Section):
     # compiler once; cached under ``<data_dir>/kernels``); off or unsupported: PyTorch SDPA
     native_attention: bool = True
     max_new_tokens: int = Field(256, ge=1, le=8192)
+    # the radix cache's budget (prompt KV kept for reuse). The embedded engine also holds the
+    # running requests' KV in rows reserved at start (with its native kernels) for an even
+    # share of this each, at most the context length; rows grow further only for longer ones
     kv_budget_tokens: int = Field(32768, ge=256)
     max_queue: int = Field(16, ge=1)
     max_running_requests: int = Field(8, ge=1, le=64)
