@@ -56,10 +56,6 @@ class KVPool:
                 new[:, :, :keep].copy_(old)
         self.keys, self.values, self.capacity = new_k, new_v, cap
 
-    def load(self, slot: int, kv: list[LayerKV]) -> None:
-        """Fill ``slot`` with one request's KV (``[1, H, L, D]`` per layer); length becomes L."""
-        self.load_pieces(slot, [kv] if kv else [])
-
     def load_pieces(self, slot: int, pieces: list[list[LayerKV]]) -> None:
         """Fill ``slot`` with consecutive runs of one request's KV (each run ``[1, H, n, D]``
         per layer, as ``RadixKVCache.match_pieces`` gives them); length becomes their sum."""

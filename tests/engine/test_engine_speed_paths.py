@@ -23,8 +23,8 @@ def _kv(length: int, fill: float) -> list:
 
 def test_kv_pool_rows_load_move_swap_and_grow() -> None:
     pool = KVPool(layers=2, slots=3, kv_heads=2, head_dim=4, dtype=torch.float32)
-    pool.load(0, _kv(3, 1.0))
-    pool.load(2, _kv(5, 2.0))
+    pool.load_pieces(0, [_kv(3, 1.0)])
+    pool.load_pieces(2, [_kv(5, 2.0)])
     assert pool.lengths == [3, 0, 5] and pool.capacity == GROW
     assert torch.equal(pool.row(2)[1][1], _kv(5, 2.0)[1][1])
     pool.swap(0, 2)
