@@ -12,8 +12,10 @@ and value in its slot and attends per request:
   padded width, with an additive mask. A draft is a decode query rather than a segment: a
   segment repacks its row's whole prefix in every layer, which costs a single stream 20% a
   step and eight streams 2x (measured), where a decode query reads the row in place;
-- each prefill segment over its slot's prefix plus itself, causally: on the native kernels;
-  else SDPA for long segments, matmul attention for short ones.
+- each prefill segment over its slot's prefix plus itself, causally: on the native kernels
+  where they are loaded and the step's ``PrefillRoute`` sends it there (they lose to SDPA on
+  CPUs with AMX); else SDPA for long segments, matmul attention for short ones (SDPA for
+  both when the route chose it over the kernels).
 Hand-written matmul attention is used for decode because CPU SDPA in bfloat16 is ~10x slower
 for a single query token (measured on this machine).
 """
@@ -35,6 +37,30 @@ ATTN_NAME = "embedded_pool"
 SHORT_SEGMENT = 128
 
 
+@dataclass(frozen=True)
+class PrefillRoute:
+    """Where prefill segments attend when the native kernels are loaded: on them, or on
+    PyTorch's SDPA, separately for long segments and short ones (``<= SHORT_SEGMENT``). The
+    kernels were written for a CPU with AVX-512 BF16 and no AMX, where they win; on a CPU with
+    AMX tiles SDPA runs 2-3x faster (``calibrate.py`` times both when the engine loads)."""
+
+    long_native: bool = True
+    short_native: bool = True
+
+    def native(self, count: int) -> bool:
+        return self.short_native if count <= SHORT_SEGMENT else self.long_native
+
+    def summary(self) -> str:
+        """Where prefill attends, in words, e.g. "prefill attention on SDPA"."""
+        if self.long_native == self.short_native:
+            return f"prefill attention on {'the kernels' if self.long_native else 'SDPA'}"
+        on = ("long", "short") if self.long_native else ("short", "long")
+        return f"{on[0]} prefill segments on the kernels, {on[1]} on SDPA"
+
+
+NATIVE_PREFILL = PrefillRoute()
+
+
 @dataclass
 class Segment:
     """``count`` prompt tokens for ``slot``, at positions ``start .. start + count - 1``."""
@@ -42,9 +68,11 @@ class Segment:
     slot: int
     start: int
     count: int
-    # additive causal mask [count, start + count] for a long segment after a prefix; built
+    # additive causal mask [count, start + count] for an SDPA segment after a prefix; built
     # once per step by ``make_plan`` (SDPA would otherwise convert a boolean mask every layer)
     mask: torch.Tensor | None = None
+    # how it attends: "native" (the kernels), "sdpa" or "matmul"; set by ``make_plan``
+    path: str = ""
 
 
 @dataclass
@@ -75,6 +103,7 @@ def make_plan(
     kernel: NativeKernels | None = None,
     shared: int = 0,
     drafts: Sequence[tuple[int, int]] = (),
+    route: PrefillRoute = NATIVE_PREFILL,
 ) -> StepPlan:
     """Plan a step; decoding rows are pool rows ``0 .. n_decode - 1`` at their current lengths.
     Grows the pool first if a row would overflow it (the decode mask spans its capacity).
@@ -82,7 +111,7 @@ def make_plan(
     head size (``NativeKernels.supports``); ``shared``: the decoding rows' prompts begin with
     this many identical tokens (their KV is read once); ``drafts``: ``(row, count)`` pairs,
     ``count`` draft tokens of decoding row ``row`` after its new token, as decode queries in
-    that order."""
+    that order; ``route``: which prefill segments attend on the kernels (when loaded)."""
     lengths = pool.lengths[:n_decode]
     rows, pos = list(range(n_decode)), list(lengths)
     runs: list[tuple[int, Segment]] = []
@@ -97,12 +126,9 @@ def make_plan(
         mask = torch.zeros((n_decode, pool.capacity), dtype=torch.float32)
         mask.masked_fill_(cols > torch.tensor(lengths).unsqueeze(1), float("-inf"))
     for seg in segments:
-        if kernel is None and seg.start and seg.count > SHORT_SEGMENT:
-            end = seg.start + seg.count
-            hidden = torch.arange(end).unsqueeze(0) > torch.arange(seg.start, end).unsqueeze(1)
-            seg.mask = torch.zeros(hidden.shape, dtype=pool.dtype).masked_fill_(
-                hidden, float("-inf")
-            )
+        seg.path = _segment_path(kernel, route, seg.count)
+        if seg.path == "sdpa" and seg.start:
+            seg.mask = causal_mask(seg, pool.dtype)
     drafted = len(rows) > n_decode
     return StepPlan(
         pool=pool,
@@ -117,6 +143,19 @@ def make_plan(
         decode_slots=torch.tensor(rows, dtype=torch.int32) if drafted else None,
         draft_runs=runs if drafted else None,
     )
+
+
+def causal_mask(seg: Segment, dtype: torch.dtype) -> torch.Tensor:
+    """Additive mask ``[count, start + count]``: 0 where a query sees a key, -inf after it."""
+    end = seg.start + seg.count
+    hidden = torch.arange(end).unsqueeze(0) > torch.arange(seg.start, end).unsqueeze(1)
+    return torch.zeros(hidden.shape, dtype=dtype).masked_fill_(hidden, float("-inf"))
+
+
+def _segment_path(kernel: NativeKernels | None, route: PrefillRoute, count: int) -> str:
+    if kernel is not None:
+        return "native" if route.native(count) else "sdpa"
+    return "matmul" if count <= SHORT_SEGMENT else "sdpa"
 
 
 def positions(plan: StepPlan) -> torch.Tensor:
@@ -188,12 +227,12 @@ def attend(
         k = cache_k[seg.slot : seg.slot + 1, :, :end]
         v = cache_v[seg.slot : seg.slot + 1, :, :end]
         dest = out[0, offset : offset + seg.count]  # [count, Hq, D]
-        if plan.kernel is not None:
+        if seg.path == "native" and plan.kernel is not None:
             plan.kernel.prefill(q[0], k[0], v[0], dest, seg.start, scale)
-        elif seg.count <= SHORT_SEGMENT:
+        elif seg.path == "matmul":
             dest.copy_(_short_segment(q, k, v, seg, scale))
         else:
-            dest.copy_(_sdpa(q, k, v, seg, scale)[0].transpose(0, 1))
+            dest.copy_(sdpa_segment(q, k, v, seg, scale)[0].transpose(0, 1))
         offset += seg.count
     return out
 
@@ -211,11 +250,13 @@ def _decode_matmul(
     return torch.matmul(probs, values).reshape(n, hq, dim)  # [n, Hkv, G, D] -> [n, Hq, D]
 
 
-def _sdpa(
+def sdpa_segment(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg: Segment, scale: float
 ) -> torch.Tensor:
     """PyTorch's attention for a long segment (``[1, Hq, count, D]``)."""
     gqa = q.shape[1] != k.shape[1]
+    if seg.start and seg.mask is None:  # a plan not built by ``make_plan``: mask it here
+        seg.mask = causal_mask(seg, q.dtype)
     if seg.start == 0:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=gqa)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=seg.mask, scale=scale, enable_gqa=gqa)

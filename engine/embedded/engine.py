@@ -22,10 +22,10 @@ from engine.base import (
     logprob_problem,
     sampling_problem,
 )
+from engine.embedded.attention import NATIVE_PREFILL, run_step
 from engine.embedded.attention import install as install_pool_attention
-from engine.embedded.attention import run_step
+from engine.embedded.calibrate import gemv_rows, prefill_route
 from engine.embedded.fused import FusedLlama, fusable
-from engine.embedded.gemv import GEMV_ROWS
 from engine.embedded.heap import keep_freed_memory
 from engine.embedded.kv_pool import KVPool, reserved_positions
 from engine.embedded.linear import packing_available, packing_helps_drafts
@@ -79,10 +79,13 @@ class EmbeddedEngine:
         kernel_dir: Path | None = None,
         packed_weights: bool = True,
         speculative: SpeculativeConfig | None = None,
+        calibrate: bool = True,
     ) -> None:
         """``speculative``: prompt-lookup speculative decoding (``speculative.py``); None: the
         default, on (it wins on every workload of ``appliance bench engine --speculative``;
-        see ``speculative.DEFAULT``)."""
+        see ``speculative.DEFAULT``). ``calibrate``: time the native kernels against
+        PyTorch's on this CPU and route prefill attention and small linears to the faster
+        (``calibrate.py``); off, the native kernels take all they can."""
         if threads:
             torch.set_num_threads(threads)
         # each step's activations stay mapped between steps (heap.py: cold prefill ~0.1-0.3 s)
@@ -95,7 +98,7 @@ class EmbeddedEngine:
         run_in_own_thread(
             lambda: self._load(
                 dtype, kv_budget_tokens, max_running, fused, native_attention, kernel_dir,
-                packed_weights,
+                packed_weights, calibrate,
             )
         )  # fmt: skip
         self._scheduler.thread.start()
@@ -109,6 +112,7 @@ class EmbeddedEngine:
         native_attention: bool,
         kernel_dir: Path | None,
         packed_weights: bool,
+        calibrate: bool,
     ) -> None:
         """Model, runner, kernels, KV pool and scheduler (not started)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -135,14 +139,24 @@ class EmbeddedEngine:
         )
         packed = packed_weights and self.runner == "fused" and packable
         weights = ", prepacked weights" if packed else ""
+        route = NATIVE_PREFILL
+        if kernel is not None and calibrate:
+            heads = (cfg.num_attention_heads, cfg.num_key_value_heads)
+            route = prefill_route(kernel, *heads, head_dim)
         if self.runner == "fused":
             runner = FusedLlama(self.model, pack=packed, kernels=kernel)
             forward = runner.step
             if runner.gemv is not None:
-                weights += f" (native GEMV up to {GEMV_ROWS} rows)"
+                if calibrate:
+                    shapes = (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers)
+                    shapes += (cfg.vocab_size, cfg.num_attention_heads, cfg.num_key_value_heads)
+                    gemv_rows(runner.run_linears, runner.gemv_limit, shapes)
+                weights += f" (native GEMV up to {runner.gemv_limit.rows} rows)"
         else:
             forward = functools.partial(run_step, self.model)
         native = f"{kernel.name} kernels" if kernel is not None else "PyTorch attention"
+        if kernel is not None and route != NATIVE_PREFILL:
+            native += f" ({route.summary()})"
         spec = ", n-gram speculation" if self.speculative.enabled else ""
         self.runtime = f"{self.runner} runner{weights}, {native}{spec}"
         log.info("embedded engine: %s, %s", self.runtime, self._dtype)
@@ -170,6 +184,7 @@ class EmbeddedEngine:
             pool,
             kernel,
             self.speculative,
+            route,
         )
 
     # ---- contract -------------------------------------------------------------------------

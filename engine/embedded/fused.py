@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.embedded.attention import StepPlan, advance, attend, positions
-from engine.embedded.gemv import NativeGemv
+from engine.embedded.gemv import GemvLimit, NativeGemv
 from engine.embedded.linear import make_linear
 from engine.embedded.native import NativeKernels
 
@@ -68,13 +68,17 @@ def _fuse(parts: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | No
 
 
 class _Layer:
-    def __init__(self, layer: torch.nn.Module, pack: bool, gemv: NativeGemv | None) -> None:
+    def __init__(
+        self, layer: torch.nn.Module, pack: bool, gemv: NativeGemv | None, limit: GemvLimit
+    ) -> None:
         attn, mlp = layer.self_attn, layer.mlp
-        self.qkv = make_linear(*_fuse([attn.q_proj, attn.k_proj, attn.v_proj]), pack, gemv)
+        qkv = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
+        self.qkv = make_linear(*qkv, pack, gemv, limit)
         self.qk_width = attn.q_proj.out_features + attn.k_proj.out_features
-        self.o = make_linear(attn.o_proj.weight, None, pack, gemv)
-        self.gate_up = make_linear(_fuse([mlp.gate_proj, mlp.up_proj])[0], None, pack, gemv)
-        self.down = make_linear(mlp.down_proj.weight, None, pack, gemv)
+        self.o = make_linear(attn.o_proj.weight, None, pack, gemv, limit)
+        gate_up = _fuse([mlp.gate_proj, mlp.up_proj])[0]
+        self.gate_up = make_linear(gate_up, None, pack, gemv, limit)
+        self.down = make_linear(mlp.down_proj.weight, None, pack, gemv, limit)
         self.norm_in = layer.input_layernorm.weight
         self.norm_post = layer.post_attention_layernorm.weight
         self.scale = float(attn.scaling)
@@ -118,10 +122,14 @@ class FusedLlama:
         self.eps = float(getattr(cfg, "rms_norm_eps", 1e-6))
         # small steps' linears natively where the weights are prepacked anyway (bfloat16)
         self.gemv = NativeGemv(kernels.library) if pack and kernels is not None and bf16 else None
-        self.lm_head = make_linear(model.lm_head.weight, None, pack, self.gemv)
+        # the largest step whose linears run on the GEMV (lowered by ``calibrate.py`` where
+        # oneDNN is faster); shared by every linear below
+        self.gemv_limit = GemvLimit()
+        self.lm_head = make_linear(model.lm_head.weight, None, pack, self.gemv, self.gemv_limit)
         self.q_heads = cfg.num_attention_heads
         self.kv_heads = cfg.num_key_value_heads
-        self.layers = [_Layer(layer, pack, self.gemv) for layer in inner.layers]
+        self.hidden = cfg.hidden_size
+        self.layers = [_Layer(layer, pack, self.gemv, self.gemv_limit) for layer in inner.layers]
 
     def _add_norm(
         self, h: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor
@@ -144,6 +152,16 @@ class FusedLlama:
             return self.kernels.silu_mul(gate_up)
         gate, up = gate_up.chunk(2, dim=-1)
         return F.silu(gate) * up
+
+    @torch.inference_mode()
+    def run_linears(self, rows: int) -> None:
+        """Every linear of one step of ``rows`` tokens, on zeros, results dropped: the
+        workload ``calibrate.py`` times to place ``gemv_limit``."""
+        x = torch.zeros(rows, self.hidden, dtype=self.embed.dtype)
+        for layer in self.layers:
+            layer.o(layer.qkv(x)[:, : self.q_heads * self.head_dim].contiguous())
+            layer.down(self._gate(layer.gate_up(x)))
+        self.lm_head(x)
 
     @torch.inference_mode()
     def step(self, tokens: list[int], plan: StepPlan, keep: list[int]) -> torch.Tensor:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import torch
 
 from engine.base import EngineBusy, EngineError, Finished, InvalidRequest
-from engine.embedded.attention import StepPlan, make_plan
+from engine.embedded.attention import NATIVE_PREFILL, PrefillRoute, StepPlan, make_plan
 from engine.embedded.kv_pool import KVPool
 from engine.embedded.logprobs import first_logit_position
 from engine.embedded.native import NativeKernels
@@ -72,9 +72,11 @@ class Scheduler:
         pool: KVPool,
         kernel: NativeKernels | None = None,
         speculative: SpeculativeConfig = OFF,
+        route: PrefillRoute = NATIVE_PREFILL,
     ) -> None:
         self.forward = forward  # one packed step: (tokens, plan, keep) -> logits
         self.kernel = kernel  # native attention, or None (PyTorch attention)
+        self.route = route  # which prefill segments the kernel attends (the rest: SDPA)
         self.speculative = speculative  # prompt-lookup drafts for decoding requests
         self.decode = decode
         self.eos = eos
@@ -230,7 +232,9 @@ class Scheduler:
         if step is None:
             return
         n = len(self.decoding)
-        plan = make_plan(self.pool, n, step.segments, self.kernel, self.shared, step.draft_counts)
+        plan = make_plan(
+            self.pool, n, step.segments, self.kernel, self.shared, step.draft_counts, self.route
+        )
         logits = self.forward(step.tokens, plan, step.keep)
         for seq, lo, row, count in step.scored:
             seq.score_prompt(logits[row : row + count], lo)

@@ -224,10 +224,11 @@ def test_build_is_cached_and_a_failed_build_falls_back(tmp_path: Path, monkeypat
 def test_fused_runner_on_the_kernels_matches_pytorch_attention(model_dir, kernel) -> None:  # noqa: ANN001
     """bfloat16 model: a long prompt in two chunks, a second prompt sharing its first 500
     tokens, then one decode step over both rows (the shared prefix read once): the kernels'
-    logits agree with PyTorch's (SDPA and matmul attention, F.rms_norm, F.silu)."""
+    logits agree with PyTorch's (SDPA and matmul attention, F.rms_norm, F.silu), also where
+    the prefill segments are routed to SDPA beside the kernels (a CPU with AMX)."""
     from transformers import AutoModelForCausalLM
 
-    from engine.embedded.attention import Segment, make_plan
+    from engine.embedded.attention import NATIVE_PREFILL, PrefillRoute, Segment, make_plan
     from engine.embedded.fused import FusedLlama
     from engine.embedded.kv_pool import KVPool
 
@@ -236,24 +237,29 @@ def test_fused_runner_on_the_kernels_matches_pytorch_attention(model_dir, kernel
     a = list(range(1000, 1600))
     b = a[:500] + list(range(2000, 2090))
     results = []
-    for k in (None, kernel):
+    sdpa = PrefillRoute(long_native=False, short_native=False)
+    for k, route in ((None, NATIVE_PREFILL), (kernel, NATIVE_PREFILL), (kernel, sdpa)):
         runner = FusedLlama(model, kernels=k)  # the pointwise kernels too
         assert runner.kernels is k
         pool = KVPool(cfg.num_hidden_layers, 2, cfg.num_key_value_heads, 64, torch.bfloat16)
-        runner.step(a[:300], make_plan(pool, 0, [Segment(0, 0, 300)], k), [299])
-        plan = make_plan(pool, 0, [Segment(0, 300, 300)], k)
-        assert (plan.kernel is k) and (plan.segments[0].mask is None) == (k is not None)
+        runner.step(a[:300], make_plan(pool, 0, [Segment(0, 0, 300)], k, route=route), [299])
+        plan = make_plan(pool, 0, [Segment(0, 300, 300)], k, route=route)
+        native = k is not None and route.long_native
+        assert plan.segments[0].path == ("native" if native else "sdpa")
+        assert (plan.kernel is k) and (plan.segments[0].mask is None) == native
         first = runner.step(a[300:], plan, [299])
-        runner.step(b, make_plan(pool, 0, [Segment(1, 0, len(b))], k), [len(b) - 1])
+        plan = make_plan(pool, 0, [Segment(1, 0, len(b))], k, route=route)
+        runner.step(b, plan, [len(b) - 1])
         plan = make_plan(pool, 2, [], k, shared=500)
         assert plan.decode_shared == 500 and (plan.decode_mask is None) == (k is not None)
         decoded = runner.step([5, 6], plan, [0, 1])
         assert pool.lengths == [601, len(b) + 1]
         results.append(torch.cat([first, decoded]).float())
-    pytorch, native = results
+    pytorch, native, routed = results
     for row in range(3):
-        assert F.cosine_similarity(pytorch[row], native[row], dim=0) > 0.999, row
-        assert int(pytorch[row].argmax()) == int(native[row].argmax()), row
+        for other in (native, routed):
+            assert F.cosine_similarity(pytorch[row], other[row], dim=0) > 0.999, row
+            assert int(pytorch[row].argmax()) == int(other[row].argmax()), row
 
 
 def test_engine_decodes_a_shared_prompt_prefix_once(engine) -> None:  # noqa: ANN001

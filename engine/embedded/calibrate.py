@@ -1,0 +1,138 @@
+"""Which of two exact implementations runs faster on this machine, timed once per process.
+
+The native kernels were written for a CPU with AVX-512 BF16 and no AMX (a 2-core Zen 4 VM):
+there the native prefill attention runs ~2x PyTorch's SDPA and the native GEMV beats oneDNN's
+GEMM up to 32 rows. A CPU with AMX tiles turns that around, because oneDNN's GEMM and PyTorch's
+flash attention run on the tiles. On a 2-core Xeon with AMX, SDPA prefill ran 2.2-3.2x faster
+than the kernel, and oneDNN beat the GEMV from 4 rows on (1.7x at 8 rows, 2.9x at 32). So the
+engine times both on the model's own shapes when it loads and routes each kind of work to the
+faster one. Both sides compute the same function (bfloat16 products, fp32 accumulation in a
+different order), so the choice changes speed, not answers.
+
+Timings alternate the two sides, so drift on a shared VM hits both alike, and compare medians.
+Results are kept per process and shape: engines built later in the same process (tests, the
+bench) reuse them, so they route alike and start faster.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from engine.embedded.attention import PrefillRoute, Segment, causal_mask, sdpa_segment
+from engine.embedded.gemv import GEMV_ROWS, GemvLimit
+from engine.embedded.native import NativeKernels
+
+log = logging.getLogger(__name__)
+
+# the prefill shapes timed: a long prompt segment from position 0, and a short follow-up
+# question after a cached prefix (the two kinds of segment ``PrefillRoute`` separates)
+LONG_SEGMENT = (0, 512)
+SHORT_AFTER = (1024, 32)
+GEMV_CANDIDATES = (1, 2, 4, 8, 16, GEMV_ROWS)  # ascending; the GEMV's edge shrinks with rows
+REPS = 5
+
+_memo: dict[tuple, object] = {}
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Median seconds of the native side and PyTorch's (oneDNN, SDPA) for one workload."""
+
+    what: str
+    native_s: float
+    pytorch_s: float
+
+    @property
+    def native_wins(self) -> bool:
+        return self.native_s < self.pytorch_s
+
+    def line(self) -> str:
+        native, pytorch = self.native_s * 1e3, self.pytorch_s * 1e3
+        return f"{self.what}: native {native:.2f} ms, pytorch {pytorch:.2f} ms"
+
+
+def compare(what: str, native: Callable[[], object], pytorch: Callable[[], object]) -> Timing:
+    """Time both (one warm-up each, then ``REPS`` alternating runs); medians."""
+    native()
+    pytorch()
+    a: list[float] = []
+    b: list[float] = []
+    for _ in range(REPS):
+        for fn, into in ((native, a), (pytorch, b)):
+            start = time.perf_counter()
+            fn()
+            into.append(time.perf_counter() - start)
+    return Timing(what, sorted(a)[REPS // 2], sorted(b)[REPS // 2])
+
+
+def prefill_route(
+    kernels: NativeKernels, q_heads: int, kv_heads: int, head_dim: int
+) -> PrefillRoute:
+    """The faster attention for long and for short prefill segments of this head shape."""
+    key = ("prefill", q_heads, kv_heads, head_dim, torch.get_num_threads())
+    if key not in _memo:
+        timings = [
+            _time_segment(kernels, q_heads, kv_heads, head_dim, start, count)
+            for start, count in (LONG_SEGMENT, SHORT_AFTER)
+        ]
+        for t in timings:
+            log.info("calibration, %s", t.line())
+        _memo[key] = PrefillRoute(timings[0].native_wins, timings[1].native_wins)
+    route = _memo[key]
+    assert isinstance(route, PrefillRoute)
+    return route
+
+
+def _time_segment(
+    kernels: NativeKernels, hq: int, hkv: int, dim: int, start: int, count: int
+) -> Timing:
+    gen = torch.Generator().manual_seed(0)
+    end = start + count
+    q = torch.randn(1, hq, count, dim, generator=gen).bfloat16()
+    k = torch.randn(1, hkv, end, dim, generator=gen).bfloat16()
+    v = torch.randn(1, hkv, end, dim, generator=gen).bfloat16()
+    out = torch.empty(count, hq, dim, dtype=torch.bfloat16)
+    seg = Segment(0, start, count, path="sdpa")
+    if start:
+        seg.mask = causal_mask(seg, torch.bfloat16)
+    scale = dim**-0.5
+    return compare(
+        f"prefill attention, {count} tokens after {start}",
+        lambda: kernels.prefill(q[0], k[0], v[0], out, start, scale),
+        lambda: sdpa_segment(q, k, v, seg, scale),
+    )
+
+
+def gemv_rows(
+    run_linears: Callable[[int], None], limit: GemvLimit, key: tuple
+) -> tuple[int, list[Timing]]:
+    """The largest step (from ``GEMV_CANDIDATES``) whose linears run faster on the GEMV than
+    on oneDNN, timing ``run_linears(rows)`` with ``limit`` set for each side; stops at the
+    first loss. 0 when the GEMV loses at one row. ``limit`` is left at the result. ``key``
+    names the weights' shapes for the per-process memo; the timings are empty on a memo hit."""
+    memo_key = ("gemv", *key, torch.get_num_threads())
+    timings: list[Timing] = []
+    if memo_key not in _memo:
+        best = 0
+        for rows in GEMV_CANDIDATES:
+
+            def on(rows: int = rows, use: int = rows) -> None:
+                limit.rows = use
+                run_linears(rows)
+
+            t = compare(f"linears of a {rows}-row step", on, lambda rows=rows: on(rows, 0))
+            log.info("calibration, %s", t.line())
+            timings.append(t)
+            if not t.native_wins:
+                break
+            best = rows
+        _memo[memo_key] = best
+    best = _memo[memo_key]
+    assert isinstance(best, int)
+    limit.rows = best
+    return best, timings
