@@ -7,7 +7,8 @@ flash attention run on the tiles. On a 2-core Xeon with AMX, SDPA prefill ran 2.
 than the kernel, and oneDNN beat the GEMV from 4 rows on (1.7x at 8 rows, 2.9x at 32). So the
 engine times both on the model's own shapes when it loads and routes each kind of work to the
 faster one. Both sides compute the same function (bfloat16 products, fp32 accumulation in a
-different order), so the choice changes speed, not answers.
+different order): the choice changes speed, and answers only in last-bit ties, the same way
+on every step of a process (``gemv_wins``).
 
 Timings alternate the two sides, so drift on a shared VM hits both alike, and compare medians.
 Results are kept per process and shape: engines built later in the same process (tests, the
@@ -33,7 +34,8 @@ log = logging.getLogger(__name__)
 # question after a cached prefix (the two kinds of segment ``PrefillRoute`` separates)
 LONG_SEGMENT = (0, 512)
 SHORT_AFTER = (1024, 32)
-GEMV_CANDIDATES = (1, 2, 4, 8, 16, GEMV_ROWS)  # ascending; the GEMV's edge shrinks with rows
+# decode steps timed for the GEMV: one stream alone, with 4 drafts, 8 streams, 8 with drafts
+DECODE_STEPS = (1, 5, 8, 16)
 REPS = 5
 
 _memo: dict[tuple, object] = {}
@@ -108,31 +110,30 @@ def _time_segment(
     )
 
 
-def gemv_rows(
-    run_linears: Callable[[int], None], limit: GemvLimit, key: tuple
-) -> tuple[int, list[Timing]]:
-    """The largest step (from ``GEMV_CANDIDATES``) whose linears run faster on the GEMV than
-    on oneDNN, timing ``run_linears(rows)`` with ``limit`` set for each side; stops at the
-    first loss. 0 when the GEMV loses at one row. ``limit`` is left at the result. ``key``
-    names the weights' shapes for the per-process memo; the timings are empty on a memo hit."""
-    memo_key = ("gemv", *key, torch.get_num_threads())
-    timings: list[Timing] = []
-    if memo_key not in _memo:
-        best = 0
-        for rows in GEMV_CANDIDATES:
+def gemv_wins(run_linears: Callable[[int], None], limit: GemvLimit, key: tuple) -> bool:
+    """Whether decode-sized steps (``DECODE_STEPS``) run faster with their linears on the
+    GEMV than on oneDNN, timing ``run_linears(rows)`` over that mix with ``limit`` set for
+    each side; ``limit`` is left at ``GEMV_ROWS`` if so, else 0. ``key`` names the weights'
+    shapes for the per-process memo.
 
-            def on(rows: int = rows, use: int = rows) -> None:
-                limit.rows = use
+    All or nothing, not a crossover row count: each side computes a row the same way whatever
+    else is in a step of up to ``GEMV_ROWS`` rows (checked for oneDNN's prepacked GEMM on
+    SmolLM2's shapes), but the two differ from each other in the last bits. Switching sides
+    by step size would let a request's greedy output depend on its neighbours and on its own
+    drafts: speculation would change answers."""
+    memo_key = ("gemv", *key, torch.get_num_threads())
+    if memo_key not in _memo:
+
+        def mix(use: int) -> None:
+            limit.rows = use
+            for rows in DECODE_STEPS:
                 run_linears(rows)
 
-            t = compare(f"linears of a {rows}-row step", on, lambda rows=rows: on(rows, 0))
-            log.info("calibration, %s", t.line())
-            timings.append(t)
-            if not t.native_wins:
-                break
-            best = rows
-        _memo[memo_key] = best
-    best = _memo[memo_key]
-    assert isinstance(best, int)
-    limit.rows = best
-    return best, timings
+        t = compare(f"linears of decode steps of {DECODE_STEPS} rows", lambda: mix(GEMV_ROWS),
+                    lambda: mix(0))  # fmt: skip
+        log.info("calibration, %s", t.line())
+        _memo[memo_key] = t.native_wins
+    wins = _memo[memo_key]
+    assert isinstance(wins, bool)
+    limit.rows = GEMV_ROWS if wins else 0
+    return wins

@@ -24,7 +24,7 @@ from engine.base import (
 )
 from engine.embedded.attention import NATIVE_PREFILL, run_step
 from engine.embedded.attention import install as install_pool_attention
-from engine.embedded.calibrate import gemv_rows, prefill_route
+from engine.embedded.calibrate import gemv_wins, prefill_route
 from engine.embedded.fused import FusedLlama, fusable
 from engine.embedded.heap import keep_freed_memory
 from engine.embedded.kv_pool import KVPool, reserved_positions
@@ -150,8 +150,9 @@ class EmbeddedEngine:
                 if calibrate:
                     shapes = (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers)
                     shapes += (cfg.vocab_size, cfg.num_attention_heads, cfg.num_key_value_heads)
-                    gemv_rows(runner.run_linears, runner.gemv_limit, shapes)
-                weights += f" (native GEMV up to {runner.gemv_limit.rows} rows)"
+                    gemv_wins(runner.run_linears, runner.gemv_limit, shapes)
+                if runner.gemv_limit.rows:
+                    weights += f" (native GEMV up to {runner.gemv_limit.rows} rows)"
         else:
             forward = functools.partial(run_step, self.model)
         native = f"{kernel.name} kernels" if kernel is not None else "PyTorch attention"

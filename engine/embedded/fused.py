@@ -122,8 +122,8 @@ class FusedLlama:
         self.eps = float(getattr(cfg, "rms_norm_eps", 1e-6))
         # small steps' linears natively where the weights are prepacked anyway (bfloat16)
         self.gemv = NativeGemv(kernels.library) if pack and kernels is not None and bf16 else None
-        # the largest step whose linears run on the GEMV (lowered by ``calibrate.py`` where
-        # oneDNN is faster); shared by every linear below
+        # the largest step whose linears run on the GEMV (0 where ``calibrate.gemv_wins``
+        # finds oneDNN faster); shared by every linear below
         self.gemv_limit = GemvLimit()
         self.lm_head = make_linear(model.lm_head.weight, None, pack, self.gemv, self.gemv_limit)
         self.q_heads = cfg.num_attention_heads
@@ -156,7 +156,7 @@ class FusedLlama:
     @torch.inference_mode()
     def run_linears(self, rows: int) -> None:
         """Every linear of one step of ``rows`` tokens, on zeros, results dropped: the
-        workload ``calibrate.py`` times to place ``gemv_limit``."""
+        workload ``calibrate.gemv_wins`` times to set ``gemv_limit``."""
         x = torch.zeros(rows, self.hidden, dtype=self.embed.dtype)
         for layer in self.layers:
             layer.o(layer.qkv(x)[:, : self.q_heads * self.head_dim].contiguous())

@@ -19,15 +19,15 @@ PANEL_OUTPUTS = 32  # the kernel's blocks: a weight's output count must be a mul
 # 1.3-1.8x oneDNN's prepacked GEMM at 1-8 rows and 1.0-1.3x at 16-32; it still matches it at
 # 512 rows here, but prefill stays on oneDNN, whose GEMM uses AMX tiles where a CPU has them.
 # On a CPU with AMX (2-core Xeon) oneDNN wins from 4 rows on (1.7x at 8, 2.9x at 32), so the
-# engine times both and lowers the limit (``GemvLimit``, ``calibrate.py``)
+# engine times both and may set the limit to 0 (``GemvLimit``, ``calibrate.gemv_wins``)
 GEMV_ROWS = 32
 
 
 @dataclass
 class GemvLimit:
     """Steps of up to ``rows`` rows run on the native GEMV, larger ones on oneDNN (0: none on
-    the GEMV). One instance is shared by a runner's linears, so the engine can lower it once
-    it has timed both on this machine."""
+    the GEMV). One instance is shared by a runner's linears, so the engine can set it once it
+    has timed both on this machine."""
 
     rows: int = GEMV_ROWS
 

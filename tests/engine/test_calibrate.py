@@ -11,7 +11,7 @@ import torch
 
 from engine.embedded import calibrate
 from engine.embedded.attention import NATIVE_PREFILL, PrefillRoute
-from engine.embedded.gemv import GemvLimit
+from engine.embedded.gemv import GEMV_ROWS, GemvLimit
 from engine.embedded.native import load_native_kernels, unsupported_reason
 
 REASON = unsupported_reason()
@@ -26,30 +26,34 @@ def test_compare_times_both_sides_and_names_the_faster() -> None:
 
 def _linears(limit: GemvLimit, per_row_s: float, onednn_s: float):  # noqa: ANN202
     """A step's linears: the GEMV costs ``per_row_s`` a row, oneDNN a flat ``onednn_s``."""
+    seen: list[tuple[int, int]] = []
 
     def run(rows: int) -> None:
+        seen.append((rows, limit.rows))
         time.sleep(rows * per_row_s if rows <= limit.rows else onednn_s)
 
+    run.seen = seen  # type: ignore[attr-defined]
     return run
 
 
-def test_gemv_rows_keeps_the_largest_step_the_gemv_wins_and_stops_at_its_first_loss() -> None:
-    limit = GemvLimit()
+def test_gemv_wins_over_the_decode_mix_or_not_at_all() -> None:
+    # decode steps of 1, 5, 8 and 16 rows: GEMV 0.3 ms a row (9 ms) against 4 ms flat (16 ms)
+    limit = GemvLimit(rows=7)
+    run = _linears(limit, 0.0003, 0.004)
+    assert calibrate.gemv_wins(run, limit, ("test", uuid.uuid4().hex))
+    assert limit.rows == GEMV_ROWS
+    assert {rows for rows, _ in run.seen} == set(calibrate.DECODE_STEPS)
+    assert {use for _, use in run.seen} == {0, GEMV_ROWS}  # each side whole, never a mix
+    # GEMV 1 ms a row (30 ms) against 1 ms flat (4 ms): oneDNN for every step
     key = ("test", uuid.uuid4().hex)
-    best, timings = calibrate.gemv_rows(_linears(limit, 0.002, 0.011), limit, key)
-    # GEMV 2, 4, 8, 16 ms against 11 ms: wins at 1, 2 and 4 rows, loses at 8, stops there
-    assert best == 4 and limit.rows == 4
-    assert [t.native_wins for t in timings] == [True, True, True, False]
+    limit = GemvLimit()
+    assert not calibrate.gemv_wins(_linears(limit, 0.001, 0.001), limit, key)
+    assert limit.rows == 0
     # the same shapes again in this process: no timing, the same answer, set on the new limit
     other = GemvLimit()
-    assert calibrate.gemv_rows(_linears(other, 1.0, 1.0), other, key) == (4, [])
-    assert other.rows == 4
-
-
-def test_gemv_rows_is_zero_when_the_gemv_loses_at_one_row() -> None:
-    limit = GemvLimit()
-    best, timings = calibrate.gemv_rows(_linears(limit, 0.008, 0.002), limit, ("test", "zero"))
-    assert best == 0 and limit.rows == 0 and len(timings) == 1
+    again = _linears(other, 0.0, 1.0)
+    assert not calibrate.gemv_wins(again, other, key)
+    assert other.rows == 0 and again.seen == []
 
 
 def test_a_linear_with_a_zero_limit_never_runs_the_gemv(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,3 +108,25 @@ def test_prefill_route_summary_says_where_segments_attend() -> None:
         "long prefill segments on the kernels, short on SDPA"
     )
     assert PrefillRoute(False, True).native(128) and not PrefillRoute(False, True).native(129)
+
+
+def test_each_side_computes_a_row_alike_in_any_step_up_to_gemv_rows() -> None:
+    """What makes ``gemv_wins`` all or nothing safe: on either side, a row's output does not
+    depend on how many rows share its step (so drafts and neighbours leave greedy text be)."""
+    from engine.embedded.gemv import NativeGemv
+    from engine.embedded.linear import make_linear, packing_available
+
+    if REASON is not None or not packing_available(torch.bfloat16):
+        pytest.skip(f"no native GEMV or prepacked linears here: {REASON}")
+    kernels = load_native_kernels(None)
+    assert kernels is not None
+    gemv = NativeGemv(kernels.library)
+    torch.manual_seed(3)
+    for outputs, inputs in ((960, 576), (3072, 576), (576, 1536)):  # SmolLM2's own shapes
+        w = torch.randn(outputs, inputs).bfloat16()
+        x = torch.randn(GEMV_ROWS, inputs).bfloat16()
+        for rows in (0, GEMV_ROWS):
+            linear = make_linear(w, None, True, gemv, GemvLimit(rows=rows))
+            whole = linear(x)
+            for size in (1, 2, 5, 8, 16, 24):
+                assert torch.equal(linear(x[:size]), whole[:size]), (outputs, rows, size)
