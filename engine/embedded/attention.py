@@ -13,9 +13,9 @@ and value in its slot and attends per request:
   segment repacks its row's whole prefix in every layer, which costs a single stream 20% a
   step and eight streams 2x (measured), where a decode query reads the row in place;
 - each prefill segment over its slot's prefix plus itself, causally: on the native kernels
-  where they are loaded and the step's ``PrefillRoute`` sends it there (they lose to SDPA on
-  CPUs with AMX); else SDPA for long segments, matmul attention for short ones (SDPA for
-  both when the route chose it over the kernels).
+  where they are loaded (AVX-512 or AMX, as the step's ``PrefillRoute`` says; the AVX-512
+  kernel loses to SDPA on CPUs with AMX, and may be routed there); else SDPA for long
+  segments, matmul attention for short ones.
 Hand-written matmul attention is used for decode because CPU SDPA in bfloat16 is ~10x slower
 for a single query token (measured on this machine).
 """
@@ -37,25 +37,34 @@ ATTN_NAME = "embedded_pool"
 SHORT_SEGMENT = 128
 
 
+# where a prefill segment attends with the native kernels loaded: their AVX-512 kernel, their
+# AMX kernel (``NativeKernels.amx_prefill_supports``), or PyTorch's SDPA
+PREFILL_PATHS = ("native", "amx", "sdpa")
+
+
 @dataclass(frozen=True)
 class PrefillRoute:
-    """Where prefill segments attend when the native kernels are loaded: on them, or on
-    PyTorch's SDPA, separately for long segments and short ones (``<= SHORT_SEGMENT``). The
-    kernels were written for a CPU with AVX-512 BF16 and no AMX, where they win; on a CPU with
-    AMX tiles SDPA runs 2-3x faster (``calibrate.py`` times both when the engine loads)."""
+    """Where prefill segments attend when the native kernels are loaded (``PREFILL_PATHS``),
+    separately for long segments and short ones (``<= SHORT_SEGMENT``). The AVX-512 kernel was
+    written for a CPU without AMX (Zen 4), where it beats SDPA; on a CPU with AMX tiles SDPA
+    runs 2-3x faster than it, and the AMX kernel faster still. ``calibrate.py`` times them
+    when the engine loads."""
 
-    long_native: bool = True
-    short_native: bool = True
+    long: str = "native"
+    short: str = "native"
 
-    def native(self, count: int) -> bool:
-        return self.short_native if count <= SHORT_SEGMENT else self.long_native
+    def __post_init__(self) -> None:
+        if self.long not in PREFILL_PATHS or self.short not in PREFILL_PATHS:
+            raise ValueError(f"prefill route: each path must be one of {PREFILL_PATHS}")
+
+    def path(self, count: int) -> str:
+        return self.short if count <= SHORT_SEGMENT else self.long
 
     def summary(self) -> str:
-        """Where prefill attends, in words, e.g. "prefill attention on SDPA"."""
-        if self.long_native == self.short_native:
-            return f"prefill attention on {'the kernels' if self.long_native else 'SDPA'}"
-        on = ("long", "short") if self.long_native else ("short", "long")
-        return f"{on[0]} prefill segments on the kernels, {on[1]} on SDPA"
+        """Where prefill attends, in words, e.g. "prefill attention on amx"."""
+        if self.long == self.short:
+            return f"prefill attention on {self.long}"
+        return f"long prefill segments on {self.long}, short on {self.short}"
 
 
 NATIVE_PREFILL = PrefillRoute()
@@ -71,7 +80,7 @@ class Segment:
     # additive causal mask [count, start + count] for an SDPA segment after a prefix; built
     # once per step by ``make_plan`` (SDPA would otherwise convert a boolean mask every layer)
     mask: torch.Tensor | None = None
-    # how it attends: "native" (the kernels), "sdpa" or "matmul"; set by ``make_plan``
+    # how it attends: one of ``PREFILL_PATHS`` or "matmul"; set by ``make_plan``
     path: str = ""
 
 
@@ -154,7 +163,7 @@ def causal_mask(seg: Segment, dtype: torch.dtype) -> torch.Tensor:
 
 def _segment_path(kernel: NativeKernels | None, route: PrefillRoute, count: int) -> str:
     if kernel is not None:
-        return "native" if route.native(count) else "sdpa"
+        return route.path(count)
     return "matmul" if count <= SHORT_SEGMENT else "sdpa"
 
 
@@ -227,8 +236,8 @@ def attend(
         k = cache_k[seg.slot : seg.slot + 1, :, :end]
         v = cache_v[seg.slot : seg.slot + 1, :, :end]
         dest = out[0, offset : offset + seg.count]  # [count, Hq, D]
-        if seg.path == "native" and plan.kernel is not None:
-            plan.kernel.prefill(q[0], k[0], v[0], dest, seg.start, scale)
+        if seg.path in ("native", "amx") and plan.kernel is not None:
+            plan.kernel.prefill(q[0], k[0], v[0], dest, seg.start, scale, seg.path == "amx")
         elif seg.path == "matmul":
             dest.copy_(_short_segment(q, k, v, seg, scale))
         else:

@@ -1,18 +1,19 @@
-"""Which of two exact implementations runs faster on this machine, timed once per process.
+"""Which of several exact implementations runs fastest on this machine, timed once per process.
 
-The native kernels were written for a CPU with AVX-512 BF16 and no AMX (a 2-core Zen 4 VM):
-there the native prefill attention runs ~2x PyTorch's SDPA and the native GEMV beats oneDNN's
-GEMM up to 32 rows. A CPU with AMX tiles turns that around, because oneDNN's GEMM and PyTorch's
-flash attention run on the tiles. On a 2-core Xeon with AMX, SDPA prefill ran 2.2-3.2x faster
-than the kernel, and oneDNN beat the GEMV from 4 rows on (1.7x at 8 rows, 2.9x at 32). So the
-engine times both on the model's own shapes when it loads and routes each kind of work to the
-faster one. Both sides compute the same function (bfloat16 products, fp32 accumulation in a
-different order): the choice changes speed, and answers only in last-bit ties, the same way
+The native AVX-512 kernels were written for a CPU with AVX-512 BF16 and no AMX (a 2-core Zen 4
+VM): there the native prefill attention runs ~2x PyTorch's SDPA and the native GEMV beats
+oneDNN's GEMM up to 32 rows. A CPU with AMX tiles turns that around, because oneDNN's GEMM and
+PyTorch's flash attention run on the tiles. On a 2-core Xeon with AMX, SDPA prefill ran
+2.2-3.2x faster than the AVX-512 kernel (and the native AMX kernel, ``attention_amx.c``, 1.6x
+faster than SDPA), and oneDNN beat the GEMV from 4 rows on (1.7x at 8 rows, 2.9x at 32). So
+the engine times the candidates on the model's own shapes when it loads and routes each kind
+of work to the fastest. All compute the same function (bfloat16 products, fp32 accumulation in
+different orders): the choice changes speed, and answers only in last-bit ties, the same way
 on every step of a process (``gemv_wins``).
 
-Timings alternate the two sides, so drift on a shared VM hits both alike, and compare medians.
-Results are kept per process and shape: engines built later in the same process (tests, the
-bench) reuse them, so they route alike and start faster.
+Timings take turns between the candidates, so drift on a shared VM hits all alike, and compare
+medians. Results are kept per process and shape: engines built later in the same process
+(tests, the bench) reuse them, so they route alike and start faster.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
@@ -41,58 +41,51 @@ REPS = 5
 _memo: dict[tuple, object] = {}
 
 
-@dataclass(frozen=True)
-class Timing:
-    """Median seconds of the native side and PyTorch's (oneDNN, SDPA) for one workload."""
-
-    what: str
-    native_s: float
-    pytorch_s: float
-
-    @property
-    def native_wins(self) -> bool:
-        return self.native_s < self.pytorch_s
-
-    def line(self) -> str:
-        native, pytorch = self.native_s * 1e3, self.pytorch_s * 1e3
-        return f"{self.what}: native {native:.2f} ms, pytorch {pytorch:.2f} ms"
-
-
-def compare(what: str, native: Callable[[], object], pytorch: Callable[[], object]) -> Timing:
-    """Time both (one warm-up each, then ``REPS`` alternating runs); medians."""
-    native()
-    pytorch()
-    a: list[float] = []
-    b: list[float] = []
-    for _ in range(REPS):
-        for fn, into in ((native, a), (pytorch, b)):
+def time_each(options: dict[str, Callable[[], object]], reps: int = REPS) -> dict[str, float]:
+    """Median seconds of each option: one warm-up each, then ``reps`` rounds running every
+    option once in turn (drift on a shared VM hits all alike)."""
+    for fn in options.values():
+        fn()
+    runs: dict[str, list[float]] = {name: [] for name in options}
+    for _ in range(reps):
+        for name, fn in options.items():
             start = time.perf_counter()
             fn()
-            into.append(time.perf_counter() - start)
-    return Timing(what, sorted(a)[REPS // 2], sorted(b)[REPS // 2])
+            runs[name].append(time.perf_counter() - start)
+    return {name: sorted(ts)[len(ts) // 2] for name, ts in runs.items()}
+
+
+def fastest(what: str, options: dict[str, Callable[[], object]]) -> str:
+    """The name of the fastest option (``time_each``); logs every median."""
+    medians = time_each(options)
+    log.info(
+        "calibration, %s: %s",
+        what,
+        ", ".join(f"{name} {s * 1e3:.2f} ms" for name, s in medians.items()),
+    )
+    return min(medians, key=medians.__getitem__)
 
 
 def prefill_route(
     kernels: NativeKernels, q_heads: int, kv_heads: int, head_dim: int
 ) -> PrefillRoute:
-    """The faster attention for long and for short prefill segments of this head shape."""
+    """The fastest attention (``PREFILL_PATHS``) for long and for short prefill segments of
+    this head shape; the AMX kernel is timed only where it runs."""
     key = ("prefill", q_heads, kv_heads, head_dim, torch.get_num_threads())
     if key not in _memo:
-        timings = [
-            _time_segment(kernels, q_heads, kv_heads, head_dim, start, count)
+        paths = [
+            _fastest_segment(kernels, q_heads, kv_heads, head_dim, start, count)
             for start, count in (LONG_SEGMENT, SHORT_AFTER)
         ]
-        for t in timings:
-            log.info("calibration, %s", t.line())
-        _memo[key] = PrefillRoute(timings[0].native_wins, timings[1].native_wins)
+        _memo[key] = PrefillRoute(*paths)
     route = _memo[key]
     assert isinstance(route, PrefillRoute)
     return route
 
 
-def _time_segment(
+def _fastest_segment(
     kernels: NativeKernels, hq: int, hkv: int, dim: int, start: int, count: int
-) -> Timing:
+) -> str:
     gen = torch.Generator().manual_seed(0)
     end = start + count
     q = torch.randn(1, hq, count, dim, generator=gen).bfloat16()
@@ -103,11 +96,17 @@ def _time_segment(
     if start:
         seg.mask = causal_mask(seg, torch.bfloat16)
     scale = dim**-0.5
-    return compare(
-        f"prefill attention, {count} tokens after {start}",
-        lambda: kernels.prefill(q[0], k[0], v[0], out, start, scale),
-        lambda: sdpa_segment(q, k, v, seg, scale),
-    )
+    options: dict[str, Callable[[], object]] = {
+        "native": lambda: kernels.prefill(q[0], k[0], v[0], out, start, scale),
+        "sdpa": lambda: sdpa_segment(q, k, v, seg, scale),
+    }
+    if kernels.amx_prefill_supports(dim):
+        try:
+            kernels.prefill(q[0], k[0], v[0], out, start, scale, amx=True)
+            options["amx"] = lambda: kernels.prefill(q[0], k[0], v[0], out, start, scale, True)
+        except RuntimeError as exc:  # e.g. Linux refused the tile state
+            log.info("AMX prefill attention unavailable: %s", exc)
+    return fastest(f"prefill attention, {count} tokens after {start}", options)
 
 
 def gemv_wins(run_linears: Callable[[int], None], limit: GemvLimit, key: tuple) -> bool:
@@ -129,10 +128,9 @@ def gemv_wins(run_linears: Callable[[int], None], limit: GemvLimit, key: tuple) 
             for rows in DECODE_STEPS:
                 run_linears(rows)
 
-        t = compare(f"linears of decode steps of {DECODE_STEPS} rows", lambda: mix(GEMV_ROWS),
-                    lambda: mix(0))  # fmt: skip
-        log.info("calibration, %s", t.line())
-        _memo[memo_key] = t.native_wins
+        what = f"linears of decode steps of {DECODE_STEPS} rows"
+        options = {"gemv": lambda: mix(GEMV_ROWS), "onednn": lambda: mix(0)}
+        _memo[memo_key] = fastest(what, options) == "gemv"
     wins = _memo[memo_key]
     assert isinstance(wins, bool)
     limit.rows = GEMV_ROWS if wins else 0

