@@ -60,35 +60,6 @@ def test_gemv_wins_over_the_decode_mix_or_not_at_all() -> None:
     assert other.rows == 0 and again.seen == []
 
 
-def test_a_linear_with_a_zero_limit_never_runs_the_gemv(monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.embedded.gemv import NativeGemv
-    from engine.embedded.linear import make_linear, packing_available
-
-    if REASON is not None or not packing_available(torch.bfloat16):
-        pytest.skip(f"no native GEMV or prepacked linears here: {REASON}")
-    kernels = load_native_kernels(None)
-    assert kernels is not None
-    gemv = NativeGemv(kernels.library)
-    calls: list[int] = []
-    real = NativeGemv.__call__
-
-    def counted(self: NativeGemv, x: torch.Tensor, panels: torch.Tensor, n: int) -> torch.Tensor:
-        calls.append(x.shape[0])
-        return real(self, x, panels, n)
-
-    monkeypatch.setattr(NativeGemv, "__call__", counted)
-    limit = GemvLimit(rows=0)
-    w = torch.randn(64, 96).bfloat16()
-    linear = make_linear(w, None, True, gemv, limit)
-    x = torch.randn(3, 96).bfloat16()
-    want = torch.nn.functional.linear(x.float(), w.float())
-    assert (linear(x).float() - want).abs().max() <= 0.02 * want.abs().max()
-    assert calls == []
-    limit.rows = 3  # read at each call: the engine lowers it after the linears are built
-    linear(x)
-    assert calls == [3]
-
-
 @pytest.mark.skipif(REASON is not None, reason=f"native kernel cannot run: {REASON}")
 def test_prefill_route_times_the_real_kernels_once_per_process(
     monkeypatch: pytest.MonkeyPatch,

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.embedded.gemv import GEMV_ROWS, NativeGemv
+from engine.embedded.gemv import GEMV_ROWS, GemvLimit, NativeGemv
 from engine.embedded.linear import make_linear, packing_available
 from engine.embedded.native import load_native_kernels, unsupported_reason
 
@@ -58,12 +58,8 @@ def test_shapes_it_does_not_take_are_refused(gemv: NativeGemv) -> None:
         gemv(torch.zeros(2, 64), panels, 64)  # float32 rows
 
 
-@pytest.mark.skipif(not packing_available(torch.bfloat16), reason="no prepacked linears here")
-def test_make_linear_runs_small_steps_natively_and_large_ones_on_onednn(
-    gemv: NativeGemv, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    torch.manual_seed(1)
-    w, bias = torch.randn(64, 96).bfloat16(), torch.randn(64).bfloat16()
+def _count_gemv_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The row counts of every GEMV call from now on (the real kernel still runs)."""
     calls: list[int] = []
     real = NativeGemv.__call__
 
@@ -72,6 +68,16 @@ def test_make_linear_runs_small_steps_natively_and_large_ones_on_onednn(
         return real(self, x, panels, n)
 
     monkeypatch.setattr(NativeGemv, "__call__", counted)
+    return calls
+
+
+@pytest.mark.skipif(not packing_available(torch.bfloat16), reason="no prepacked linears here")
+def test_make_linear_runs_small_steps_natively_and_large_ones_on_onednn(
+    gemv: NativeGemv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch.manual_seed(1)
+    w, bias = torch.randn(64, 96).bfloat16(), torch.randn(64).bfloat16()
+    calls = _count_gemv_calls(monkeypatch)
     linear = make_linear(w, bias, True, gemv)
     for rows in (1, GEMV_ROWS, GEMV_ROWS + 1, 300):
         x = torch.randn(rows, 96).bfloat16()
@@ -82,3 +88,21 @@ def test_make_linear_runs_small_steps_natively_and_large_ones_on_onednn(
     # a weight the kernel does not take stays on oneDNN for every step
     odd = make_linear(torch.randn(48, 96).bfloat16(), None, True, gemv)
     assert odd(torch.randn(2, 96).bfloat16()).shape == (2, 48) and calls == [1, GEMV_ROWS]
+
+
+@pytest.mark.skipif(not packing_available(torch.bfloat16), reason="no prepacked linears here")
+def test_a_linear_reads_its_gemv_limit_at_each_call(
+    gemv: NativeGemv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``calibrate.gemv_wins`` sets a runner's shared ``GemvLimit`` after its linears are built:
+    at 0 no step runs on the GEMV."""
+    calls = _count_gemv_calls(monkeypatch)
+    limit = GemvLimit(rows=0)
+    w = torch.randn(64, 96).bfloat16()
+    linear = make_linear(w, None, True, gemv, limit)
+    x = torch.randn(3, 96).bfloat16()
+    _close(linear(x), x, w)
+    assert calls == []
+    limit.rows = 3
+    _close(linear(x), x, w)
+    assert calls == [3]

@@ -288,14 +288,7 @@ int prefill_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *
     const int tiles = (n_q + ROWS - 1) / ROWS, items = tiles * hq;
 #pragma omp parallel num_threads(clamp_threads(n_threads, items))
     {
-#pragma omp for schedule(static, 1)
-        for (int g = 0; g < 2 * hkv; g++) {
-            if (g < hkv)
-                pack_k(k + g * kv_head, n_keys, padded(n_keys), D, kp + g * packed);
-            else
-                pack_v(v + (g - hkv) * kv_head, n_keys, padded(n_keys), D,
-                       vp + (g - hkv) * packed);
-        }
+        pack_heads(k, v, kv_head, hkv, n_keys, padded(n_keys), D, kp, vp, packed);
         /* round-robin items: later tiles see more keys, so this balances the threads */
 #pragma omp for schedule(static, 1)
         for (int item = 0; item < items; item++) {

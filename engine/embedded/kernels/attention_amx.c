@@ -31,6 +31,7 @@
 #define D 64    /* head_dim: the only one this kernel takes */
 #define QB 16   /* query rows per item: one tile's rows */
 #define KB 64   /* keys per block: four 16-key tiles */
+_Static_assert(KB == D, "the accumulator tiles hold S and O alike");
 
 typedef struct {
     uint8_t palette;
@@ -57,6 +58,22 @@ static void configure_tiles(void) {
         cfg.colsb[t] = 64;
     }
     _tile_loadconfig(&cfg);
+}
+
+/* tiles 0-3 hold 16 rows x 64 fp32 columns between them: S (16 queries x 64 keys) or O's
+ * update (16 queries x 64 dims); KB == D, so one layout serves both */
+static inline void zero_accumulators(void) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+}
+
+static inline void store_accumulators(float *dst) {
+    _tile_stored(0, dst + 0, KB * sizeof(float));
+    _tile_stored(1, dst + 16, KB * sizeof(float));
+    _tile_stored(2, dst + 32, KB * sizeof(float));
+    _tile_stored(3, dst + 48, KB * sizeof(float));
 }
 
 static inline int64_t padded_keys(int n) { return (n + KB - 1) / KB * KB; }
@@ -86,10 +103,7 @@ static void attend_block(const bf16 *q, int64_t q_row, int rows, int first_pos, 
         const bf16 *kb = kp + (int64_t)(k0 / 16) * pairs * 32;
         _tile_loadd(4, qbuf, D * sizeof(bf16));
         _tile_loadd(5, qbuf + 32, D * sizeof(bf16));
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
+        zero_accumulators();
 #define QK(T)                                                   \
     _tile_loadd(6, kb + ((T) * pairs + 0) * 32, 64);            \
     _tile_dpbf16ps(T, 4, 6);                                    \
@@ -100,10 +114,7 @@ static void attend_block(const bf16 *q, int64_t q_row, int rows, int first_pos, 
         QK(2)
         QK(3)
 #undef QK
-        _tile_stored(0, sbuf + 0, KB * sizeof(float));
-        _tile_stored(1, sbuf + 16, KB * sizeof(float));
-        _tile_stored(2, sbuf + 32, KB * sizeof(float));
-        _tile_stored(3, sbuf + 48, KB * sizeof(float));
+        store_accumulators(sbuf);
         /* online softmax, row by row; P (bf16) into pbuf */
         for (int i = 0; i < QB; i++) {
             const int lim = i < rows ? first_pos + i + 1 - k0 : 0; /* visible keys in block */
@@ -150,10 +161,7 @@ static void attend_block(const bf16 *q, int64_t q_row, int rows, int first_pos, 
         const bf16 *vb = vp + (int64_t)(k0 / 2) * D * 2;
         _tile_loadd(4, pbuf, KB * sizeof(bf16));
         _tile_loadd(5, pbuf + 32, KB * sizeof(bf16));
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
+        zero_accumulators();
 #define PV(T)                                                                   \
     _tile_loadd(6, vb + (T) * 16 * 2, D * 2 * sizeof(bf16));                    \
     _tile_dpbf16ps(T, 4, 6);                                                    \
@@ -164,10 +172,7 @@ static void attend_block(const bf16 *q, int64_t q_row, int rows, int first_pos, 
         PV(2)
         PV(3)
 #undef PV
-        _tile_stored(0, sbuf + 0, D * sizeof(float));
-        _tile_stored(1, sbuf + 16, D * sizeof(float));
-        _tile_stored(2, sbuf + 32, D * sizeof(float));
-        _tile_stored(3, sbuf + 48, D * sizeof(float));
+        store_accumulators(sbuf);
         for (int i = 0; i < rows; i++)
             for (int c = 0; c < D / 16; c++)
                 _mm512_store_ps(obuf + i * D + c * 16,
@@ -200,14 +205,7 @@ int prefill_attention_amx(const bf16 *q, int64_t q_row, int64_t q_head, const bf
     if (n_threads > items) n_threads = items;
 #pragma omp parallel num_threads(n_threads)
     {
-#pragma omp for schedule(static, 1)
-        for (int g = 0; g < 2 * hkv; g++) {
-            if (g < hkv)
-                pack_k(k + g * kv_head, n_keys, padded_keys(n_keys), D, kp + g * packed);
-            else
-                pack_v(v + (g - hkv) * kv_head, n_keys, padded_keys(n_keys), D,
-                       vp + (g - hkv) * packed);
-        }
+        pack_heads(k, v, kv_head, hkv, n_keys, padded_keys(n_keys), D, kp, vp, packed);
         configure_tiles(); /* tile state is per thread */
         /* round-robin items: later blocks see more keys, so this balances the threads */
 #pragma omp for schedule(static, 1)

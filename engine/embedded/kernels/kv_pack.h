@@ -42,4 +42,19 @@ static inline void pack_v(const bf16 *v, int n_keys, int n_pad, int D, bf16 *vp)
     memset(vp + (int64_t)pairs * D * 2, 0, (size_t)(n_pad / 2 - pairs) * D * 2 * sizeof(bf16));
 }
 
+/* K and V of every KV head (head g at k/v + g * kv_head) packed into kp/vp (head g at
+ * + g * packed, n_pad keys each), the heads shared among the threads of the calling parallel
+ * region: an orphaned worksharing loop, called from inside `omp parallel` */
+static inline void pack_heads(const bf16 *k, const bf16 *v, int64_t kv_head, int hkv,
+                              int n_keys, int n_pad, int D, bf16 *kp, bf16 *vp,
+                              int64_t packed) {
+#pragma omp for schedule(static, 1)
+    for (int g = 0; g < 2 * hkv; g++) {
+        if (g < hkv)
+            pack_k(k + g * kv_head, n_keys, n_pad, D, kp + g * packed);
+        else
+            pack_v(v + (g - hkv) * kv_head, n_keys, n_pad, D, vp + (g - hkv) * packed);
+    }
+}
+
 #endif
