@@ -90,10 +90,14 @@ class KVPool:
     def swap(self, a: int, b: int) -> None:
         if a == b:
             return
+        # only the positions in use move (rows are reserved for thousands of positions), through
+        # one scratch row reused for every buffer (fresh memory faults in page by page)
         n = max(self.lengths[a], self.lengths[b])
-        order = torch.tensor([b, a])
+        scratch = self.keys[0].new_empty(self.keys[0][a, :, :n].shape)
         for buf in self.keys + self.values:
-            buf[[a, b], :, :n] = buf.index_select(0, order)[:, :, :n]
+            scratch.copy_(buf[a, :, :n])
+            buf[a, :, :n].copy_(buf[b, :, :n])
+            buf[b, :, :n].copy_(scratch)
         self.lengths[a], self.lengths[b] = self.lengths[b], self.lengths[a]
 
     def bytes(self) -> int:
