@@ -21,6 +21,7 @@ temporary file and renames it, so concurrent starts never load a half-written li
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import logging
 import os
@@ -40,8 +41,9 @@ HEADERS = (KERNELS / "vec.h", KERNELS / "kv_pack.h")
 # -fopenmp: the library binds to the libgomp PyTorch has loaded (same soname): one thread team
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp")
 FLAGS += ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma")
-# AMX only in attention_amx.c's intrinsics, run only where the CPU has it (``has_amx``)
-FLAGS += ("-mamx-tile", "-mamx-bf16")
+# AMX only in attention_amx.c's intrinsics, run only where the CPU has it; added where the
+# compiler takes them (GCC 11 and Clang 12 on), else that kernel builds as a stub
+AMX_FLAGS = ("-mamx-tile", "-mamx-bf16")
 # CPU flags (as /proc/cpuinfo spells them) the kernel's instructions need
 NEEDED = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512_bf16", "fma"})
 HEAD_DIMS = (64, 128)
@@ -83,14 +85,31 @@ def _compiler() -> str | None:
     return shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
 
 
+@functools.lru_cache(maxsize=8)
+def compiler_accepts(compiler: str, flags: tuple[str, ...]) -> bool:
+    """Whether ``compiler`` compiles a trivial C file with ``flags``."""
+    try:
+        done = subprocess.run(
+            [compiler, *flags, "-x", "c", "-c", "-o", os.devnull, "-"],
+            input="int probe;\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
 def build(cache_dir: Path) -> Path:
     """Compile the kernel into ``cache_dir`` unless it is there; return the library's path.
     Raises ``RuntimeError`` with the compiler's message when the build fails."""
     compiler = _compiler()
     if compiler is None:
         raise RuntimeError("no C compiler (cc or gcc) on PATH")
+    flags = FLAGS + (AMX_FLAGS if compiler_accepts(compiler, AMX_FLAGS) else ())
     source = b"".join(p.read_bytes() for p in SOURCES + HEADERS)
-    digest = hashlib.sha256(source + " ".join([compiler, *FLAGS]).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(source + " ".join([compiler, *flags]).encode()).hexdigest()[:16]
     target = cache_dir / f"kernels-{digest}.so"
     if target.exists():
         return target
@@ -99,7 +118,7 @@ def build(cache_dir: Path) -> Path:
     os.close(fd)
     try:
         done = subprocess.run(
-            [compiler, *FLAGS, *map(str, SOURCES), "-o", tmp, "-lm"],
+            [compiler, *flags, *map(str, SOURCES), "-o", tmp, "-lm"],
             capture_output=True,
             text=True,
             timeout=120,
@@ -143,8 +162,11 @@ class NativeKernels:
         amx = lib.prefill_attention_amx
         amx.argtypes, amx.restype = prefill.argtypes, _INT
         self._prefill, self._decode, self._prefill_amx = prefill, decode, amx
-        # the AMX prefill runs where the CPU has the tiles (and Linux grants them: per call)
-        self.amx = cpu_flags() >= AMX_NEEDED
+        # the AMX prefill runs where the CPU has the tiles, the compiler built it, and Linux
+        # grants the tiles (checked per call)
+        built = lib.amx_built
+        built.argtypes, built.restype = [], _INT
+        self.amx = cpu_flags() >= AMX_NEEDED and built() == 1
         self._add_rms, self._silu_mul, self._rope = add_rms, silu_mul, rope
         self.library = library
 
@@ -182,6 +204,8 @@ class NativeKernels:
         )  # fmt: skip
         if rc == -3:
             raise RuntimeError("attention kernel: Linux did not grant this process AMX tiles")
+        if rc == -4:
+            raise RuntimeError("attention kernel: built by a compiler without AMX support")
         if rc != 0:
             raise RuntimeError("attention kernel: unsupported shape or out of memory")
 

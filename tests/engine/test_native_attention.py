@@ -315,3 +315,25 @@ def test_engine_decodes_a_shared_prompt_prefix_once(engine) -> None:  # noqa: AN
     )
     assert common >= len(prefix) - 1
     assert seen and max(seen) == common
+
+
+@needs_kernel
+def test_a_compiler_without_amx_builds_the_rest_and_the_amx_prefill_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An older compiler (no ``-mamx-tile``) still builds every other kernel; the AMX prefill
+    is a stub that says why it refuses, and the engine's timing leaves it out."""
+    from engine.embedded import native
+
+    assert native.compiler_accepts("cc", ("-O2",))
+    assert not native.compiler_accepts("cc", ("-mno-such-flag",))
+    monkeypatch.setattr(native, "compiler_accepts", lambda compiler, flags: False)
+    stubbed = NativeKernels(build(tmp_path))
+    assert not stubbed.amx and not stubbed.amx_prefill_supports(64)
+    q, kv = torch.zeros(2, 8, 64).bfloat16(), torch.zeros(1, 8, 64).bfloat16()
+    out = torch.full((8, 2, 64), 7.0).bfloat16()
+    with pytest.raises(RuntimeError, match="without AMX"):
+        stubbed.prefill(q, kv, kv, out, 0, 0.125, amx=True)
+    assert (out == 7).all()
+    stubbed.prefill(q, kv, kv, out, 0, 0.125)  # the AVX-512 kernel is there
+    assert torch.isfinite(out).all() and not (out == 7).any()

@@ -12,7 +12,8 @@
  * 4-5 A operands (Q halves, then P halves), 6-7 B operands; all 16 rows of 64 bytes.
  *
  * Returns 0; -1 for an unsupported shape or a failed allocation; -3 when the kernel may not
- * use AMX here (no permission from Linux for the tile data). Nothing is written unless 0.
+ * use AMX here (no permission from Linux for the tile data); -4 when it was built by a compiler
+ * without AMX support (amx_built() says 0 then). Nothing is written unless 0.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -25,6 +26,8 @@
 
 #include "kv_pack.h"
 #include "vec.h"
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
 
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
@@ -188,6 +191,8 @@ static void attend_block(const bf16 *q, int64_t q_row, int rows, int first_pos, 
     }
 }
 
+int amx_built(void) { return 1; }
+
 int prefill_attention_amx(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k,
                           const bf16 *v, int64_t kv_head, bf16 *out, int64_t o_row,
                           int64_t o_head, int n_q, int q_start, int hq, int hkv, int head_dim,
@@ -221,3 +226,16 @@ int prefill_attention_amx(const bf16 *q, int64_t q_row, int64_t q_head, const bf
     free(buf);
     return 0;
 }
+
+#else /* a compiler without AMX: the entry points exist, and refuse */
+
+int amx_built(void) { return 0; }
+
+int prefill_attention_amx(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k,
+                          const bf16 *v, int64_t kv_head, bf16 *out, int64_t o_row,
+                          int64_t o_head, int n_q, int q_start, int hq, int hkv, int head_dim,
+                          float scale, int n_threads) {
+    return -4;
+}
+
+#endif
