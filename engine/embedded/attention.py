@@ -120,7 +120,7 @@ def make_plan(
     head size (``NativeKernels.supports``); ``shared``: the decoding rows' prompts begin with
     this many identical tokens (their KV is read once); ``drafts``: ``(row, count)`` pairs,
     ``count`` draft tokens of decoding row ``row`` after its new token, as decode queries in
-    that order; ``route``: which prefill segments attend on the kernels (when loaded)."""
+    that order; ``route``: where each prefill segment attends when the kernels are loaded."""
     lengths = pool.lengths[:n_decode]
     rows, pos = list(range(n_decode)), list(lengths)
     runs: list[tuple[int, Segment]] = []
@@ -262,7 +262,8 @@ def _decode_matmul(
 def sdpa_segment(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg: Segment, scale: float
 ) -> torch.Tensor:
-    """PyTorch's attention for a long segment (``[1, Hq, count, D]``)."""
+    """PyTorch's attention for a segment (``[1, Hq, count, D]``): a long one without the
+    kernels, or any the step's ``PrefillRoute`` sends here."""
     gqa = q.shape[1] != k.shape[1]
     if seg.start and seg.mask is None:  # a plan not built by ``make_plan``: mask it here
         seg.mask = causal_mask(seg, q.dtype)
