@@ -49,7 +49,7 @@ typedef struct {
     float o[ROWS][MAX_D];
 } part_t;
 
-static inline int64_t padded(int n_keys) { return (n_keys + KEYS - 1) / KEYS * KEYS; }
+_Static_assert(KEYS == PACK_KEYS, "a tile reads whole padded key blocks");
 
 /* Queries qrow[r] (NULL: a padding row) over packed keys; query r sees keys t < limit[r].
  * Writes st. Every real row must see at least one key overall (limit >= 1). */
@@ -268,27 +268,21 @@ static inline void attend_tile_d(const bf16 *const qrow[ROWS], const int limit[R
         attend_tile(qrow, limit, kp, vp, scale_log2, 128, st);
 }
 
-static int clamp_threads(int n_threads, int items) {
-    if (n_threads < 1) n_threads = 1;
-    if (n_threads > items) n_threads = items;
-    return n_threads < 1 ? 1 : n_threads;
-}
-
 int prefill_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k, const bf16 *v,
                       int64_t kv_head, bf16 *out, int64_t o_row, int64_t o_head, int n_q,
                       int q_start, int hq, int hkv, int head_dim, float scale, int n_threads) {
     if ((head_dim != 64 && head_dim != 128) || hkv < 1 || hq % hkv || n_q <= 0 || q_start < 0)
         return -1;
     const int D = head_dim, group = hq / hkv, n_keys = q_start + n_q;
-    const int64_t packed = padded(n_keys) * D;
-    bf16 *buf = aligned_alloc(64, (size_t)packed * hkv * 2 * sizeof(bf16));
+    int64_t packed;
+    bf16 *buf = alloc_packed(n_keys, D, hkv, &packed);
     if (!buf) return -1;
     bf16 *kp = buf, *vp = buf + packed * hkv;
     const float scale_log2 = scale * 1.4426950408889634f;
     const int tiles = (n_q + ROWS - 1) / ROWS, items = tiles * hq;
 #pragma omp parallel num_threads(clamp_threads(n_threads, items))
     {
-        pack_heads(k, v, kv_head, hkv, n_keys, padded(n_keys), D, kp, vp, packed);
+        pack_heads(k, v, kv_head, hkv, n_keys, D, kp, vp, packed);
         /* round-robin items: later tiles see more keys, so this balances the threads */
 #pragma omp for schedule(static, 1)
         for (int item = 0; item < items; item++) {
@@ -332,7 +326,7 @@ int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k
     const int D = head_dim, group = hq / hkv;
     const float scale_log2 = scale * 1.4426950408889634f;
     const int shared_tiles = (n * group + ROWS - 1) / ROWS;
-    const int64_t packed_shared = padded(shared) * D;
+    const int64_t packed_shared = padded_keys(shared) * D;
     int threads = clamp_threads(n_threads, n * hkv);
     /* everything is allocated up front: a parallel region cannot fail half-way */
     bf16 *shared_kv = shared ? aligned_alloc(64, (size_t)packed_shared * hkv * 2 * sizeof(bf16))
@@ -354,9 +348,9 @@ int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k
                 const int64_t at = (int64_t)(g % hkv) * kv_head;
                 bf16 *dst = shared_kv + (int64_t)g * packed_shared;
                 if (g < hkv)
-                    pack_k(k + at, shared, padded(shared), D, dst);
+                    pack_k(k + at, shared, padded_keys(shared), D, dst);
                 else
-                    pack_v(v + at, shared, padded(shared), D, dst);
+                    pack_v(v + at, shared, padded_keys(shared), D, dst);
             }
 #pragma omp for schedule(static, 1)
             for (int item = 0; item < shared_tiles * hkv; item++) {

@@ -35,6 +35,7 @@
 #define QB 16   /* query rows per item: one tile's rows */
 #define KB 64   /* keys per block: four 16-key tiles */
 _Static_assert(KB == D, "the accumulator tiles hold S and O alike");
+_Static_assert(KB == PACK_KEYS, "a block reads whole padded key blocks");
 
 typedef struct {
     uint8_t palette;
@@ -78,8 +79,6 @@ static inline void store_accumulators(float *dst) {
     _tile_stored(2, dst + 32, KB * sizeof(float));
     _tile_stored(3, dst + 48, KB * sizeof(float));
 }
-
-static inline int64_t padded_keys(int n) { return (n + KB - 1) / KB * KB; }
 
 /* One item: query rows q0 .. q0 + rows - 1 of head h (rows <= QB) over packed kp/vp. */
 static void attend_block(const bf16 *q, int64_t q_row, int rows, int first_pos, const bf16 *kp,
@@ -200,17 +199,15 @@ int prefill_attention_amx(const bf16 *q, int64_t q_row, int64_t q_head, const bf
     if (head_dim != D || hkv < 1 || hq % hkv || n_q <= 0 || q_start < 0) return -1;
     if (!amx_permitted()) return -3;
     const int group = hq / hkv, n_keys = q_start + n_q;
-    const int64_t packed = padded_keys(n_keys) * D;
-    bf16 *buf = aligned_alloc(64, (size_t)packed * hkv * 2 * sizeof(bf16));
+    int64_t packed;
+    bf16 *buf = alloc_packed(n_keys, D, hkv, &packed);
     if (!buf) return -1;
     bf16 *kp = buf, *vp = buf + packed * hkv;
     const float scale_log2 = scale * 1.4426950408889634f;
     const int blocks = (n_q + QB - 1) / QB, items = blocks * hq;
-    if (n_threads < 1) n_threads = 1;
-    if (n_threads > items) n_threads = items;
-#pragma omp parallel num_threads(n_threads)
+#pragma omp parallel num_threads(clamp_threads(n_threads, items))
     {
-        pack_heads(k, v, kv_head, hkv, n_keys, padded_keys(n_keys), D, kp, vp, packed);
+        pack_heads(k, v, kv_head, hkv, n_keys, D, kp, vp, packed);
         configure_tiles(); /* tile state is per thread */
         /* round-robin items: later blocks see more keys, so this balances the threads */
 #pragma omp for schedule(static, 1)

@@ -1,13 +1,34 @@
 /* K and V repacked into the pair-interleaved ("VNNI") layouts that VDPBF16PS and AMX's
- * TDPBF16PS read, zero-padded to whole key blocks; shared by the attention kernels. */
+ * TDPBF16PS read, zero-padded to whole key blocks, and the work split; shared by the attention
+ * kernels. */
 #ifndef APPLIANCE_KERNELS_KV_PACK_H
 #define APPLIANCE_KERNELS_KV_PACK_H
 
 #include <immintrin.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vec.h"
+
+#define PACK_KEYS 64 /* packed K/V are zero-padded to whole blocks of this many keys */
+
+static inline int64_t padded_keys(int n_keys) {
+    return (n_keys + PACK_KEYS - 1) / PACK_KEYS * PACK_KEYS;
+}
+
+/* One buffer for every KV head's packed K, then every head's packed V: *packed elements per
+ * head (n_keys padded, times D). NULL when out of memory; the caller frees it. */
+static inline bf16 *alloc_packed(int n_keys, int D, int hkv, int64_t *packed) {
+    *packed = padded_keys(n_keys) * D;
+    return aligned_alloc(64, (size_t)*packed * hkv * 2 * sizeof(bf16));
+}
+
+/* threads for `items` independent work items: at least 1, at most one per item */
+static inline int clamp_threads(int n_threads, int items) {
+    if (n_threads > items) n_threads = items;
+    return n_threads < 1 ? 1 : n_threads;
+}
 
 /* K[j, d] -> kp[(block16(j) * (D/2) + d/2) * 32 + (j % 16) * 2 + d % 2] */
 static inline void pack_k(const bf16 *k, int n_keys, int n_pad, int D, bf16 *kp) {
@@ -43,11 +64,11 @@ static inline void pack_v(const bf16 *v, int n_keys, int n_pad, int D, bf16 *vp)
 }
 
 /* K and V of every KV head (head g at k/v + g * kv_head) packed into kp/vp (head g at
- * + g * packed, n_pad keys each), the heads shared among the threads of the calling parallel
- * region: an orphaned worksharing loop, called from inside `omp parallel` */
+ * + g * packed, n_keys padded each), the heads shared among the threads of the calling
+ * parallel region: an orphaned worksharing loop, called from inside `omp parallel` */
 static inline void pack_heads(const bf16 *k, const bf16 *v, int64_t kv_head, int hkv,
-                              int n_keys, int n_pad, int D, bf16 *kp, bf16 *vp,
-                              int64_t packed) {
+                              int n_keys, int D, bf16 *kp, bf16 *vp, int64_t packed) {
+    const int n_pad = (int)padded_keys(n_keys);
 #pragma omp for schedule(static, 1)
     for (int g = 0; g < 2 * hkv; g++) {
         if (g < hkv)
