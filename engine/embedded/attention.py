@@ -22,6 +22,7 @@ for a single query token (measured on this machine).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -199,9 +200,13 @@ def attend(
     key: torch.Tensor,
     value: torch.Tensor,
     scale: float,
+    need: list[int] | None = None,
 ) -> torch.Tensor:
     """Store the new tokens' KV of ``layer`` in their slots and attend; shapes as in
-    ``pool_attention`` (views are fine)."""
+    ``pool_attention`` (views are fine). ``need``: the ascending token indices whose outputs
+    are wanted (the rest are dead: the model's last layer, where only kept logits count);
+    every token's KV is still stored, and ``[1, len(need), Hq, D]`` is returned. A prefill
+    segment then attends only from its first needed query on, and not at all without one."""
     cache_k, cache_v = plan.pool.keys[layer], plan.pool.values[layer]
     hq, n_tokens, dim = query.shape[1], query.shape[2], query.shape[3]
     out = query.new_empty((1, n_tokens, hq, dim))
@@ -232,18 +237,48 @@ def attend(
         end = seg.start + seg.count
         cache_k[seg.slot, :, seg.start : end] = key[0, :, offset : offset + seg.count]
         cache_v[seg.slot, :, seg.start : end] = value[0, :, offset : offset + seg.count]
-        q = query[:, :, offset : offset + seg.count]
-        k = cache_k[seg.slot : seg.slot + 1, :, :end]
-        v = cache_v[seg.slot : seg.slot + 1, :, :end]
-        dest = out[0, offset : offset + seg.count]  # [count, Hq, D]
-        if seg.path in ("native", "amx") and plan.kernel is not None:
-            plan.kernel.prefill(q[0], k[0], v[0], dest, seg.start, scale, seg.path == "amx")
-        elif seg.path == "matmul":
-            dest.copy_(_short_segment(q, k, v, seg, scale))
-        else:
-            dest.copy_(sdpa_segment(q, k, v, seg, scale)[0].transpose(0, 1))
+        first = offset if need is None else _first_needed(need, offset, offset + seg.count)
+        if first is not None:
+            # the queries from ``first`` on attend as a segment of their own: a query's output
+            # does not depend on which queries before it run in the same call
+            part = seg if first == offset else _tail(seg, first - offset)
+            _attend_segment(plan, query[:, :, first : offset + seg.count], cache_k, cache_v,
+                            part, out[0, first : offset + seg.count], scale)  # fmt: skip
         offset += seg.count
-    return out
+    return out if need is None else out[:, need]
+
+
+def _first_needed(need: list[int], lo: int, hi: int) -> int | None:
+    """The least index in ``need`` within ``[lo, hi)``, or None."""
+    at = bisect.bisect_left(need, lo)
+    return need[at] if at < len(need) and need[at] < hi else None
+
+
+def _tail(seg: Segment, skip: int) -> Segment:
+    """``seg`` without its first ``skip`` queries (an SDPA tail builds its own mask)."""
+    return Segment(seg.slot, seg.start + skip, seg.count - skip, path=seg.path)
+
+
+def _attend_segment(
+    plan: StepPlan,
+    q: torch.Tensor,
+    cache_k: torch.Tensor,
+    cache_v: torch.Tensor,
+    seg: Segment,
+    dest: torch.Tensor,
+    scale: float,
+) -> None:
+    """Causal attention of a segment's queries ``q`` ``[1, Hq, count, D]`` over its slot's
+    keys up to itself, into ``dest`` ``[count, Hq, D]``."""
+    end = seg.start + seg.count
+    k = cache_k[seg.slot : seg.slot + 1, :, :end]
+    v = cache_v[seg.slot : seg.slot + 1, :, :end]
+    if seg.path in ("native", "amx") and plan.kernel is not None:
+        plan.kernel.prefill(q[0], k[0], v[0], dest, seg.start, scale, seg.path == "amx")
+    elif seg.path == "matmul":
+        dest.copy_(_short_segment(q, k, v, seg, scale))
+    else:
+        dest.copy_(sdpa_segment(q, k, v, seg, scale)[0].transpose(0, 1))
 
 
 def _decode_matmul(

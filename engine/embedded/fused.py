@@ -172,6 +172,10 @@ class FusedLlama:
         cos, sin = self.rotary(h, positions(plan))  # [1, N, D]
         cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)
         pending = None  # the last MLP's output, added to h by the next norm
+        last = len(self.layers) - 1
+        # the last layer's rows feed nothing but logits: past its KV, only kept rows are
+        # computed (a prompt chunk's rows but its last are dead there; decode rows all live)
+        prune = len(keep) < n
         for index, layer in enumerate(self.layers):
             x = self._add_norm(h, pending, layer.norm_in)
             qkv = layer.qkv(x)
@@ -179,6 +183,7 @@ class FusedLlama:
             qk = self._rope(qkv[:, : layer.qk_width].view(n, -1, d), cos, sin)
             q, k = qk[:, : self.q_heads], qk[:, self.q_heads :]
             v = qkv[:, layer.qk_width :].view(n, self.kv_heads, d)
+            need = keep if prune and index == last else None
             out = attend(
                 plan,
                 index,
@@ -186,10 +191,15 @@ class FusedLlama:
                 k.transpose(0, 1).unsqueeze(0),
                 v.transpose(0, 1).unsqueeze(0),
                 layer.scale,
-            )  # [1, N, Hq, D]
-            x = self._add_norm(h, layer.o(out.view(n, self.q_heads * d)), layer.norm_post)
+                need,
+            )  # [1, N, Hq, D], or [1, len(keep), Hq, D]
+            if need is not None:  # (the previous MLP's output is in h already)
+                h = h[keep]
+            rows = len(h)
+            x = self._add_norm(h, layer.o(out.view(rows, self.q_heads * d)), layer.norm_post)
             pending = layer.down(self._gate(layer.gate_up(x)))
-        h = h[keep] + pending[keep]
-        h = self._add_norm(h, None, self.norm)
+        if not prune:
+            h, pending = h[keep], pending[keep]
+        h = self._add_norm(h, pending, self.norm)
         advance(plan)
         return self.lm_head(h)

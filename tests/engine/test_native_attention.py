@@ -337,3 +337,60 @@ def test_a_compiler_without_amx_builds_the_rest_and_the_amx_prefill_refuses(
     assert (out == 7).all()
     stubbed.prefill(q, kv, kv, out, 0, 0.125)  # the AVX-512 kernel is there
     assert torch.isfinite(out).all() and not (out == 7).any()
+
+
+@pytest.mark.parametrize("path", ["native", "amx", "sdpa", "matmul", "none"])
+def test_attending_only_the_needed_queries_stores_every_key_and_changes_no_output(
+    kernel: NativeKernels | None, path: str
+) -> None:
+    """The last layer's pruning (``attend(..., need)``): two decode rows and two prompt
+    segments, of which one has no needed query and one needs two rows mid-way and its last:
+    every token's K/V lands in the pool as in a full call, and each needed output is the full
+    call's (bit for bit on the AVX-512 kernel, whose query rows never meet)."""
+    from engine.embedded.attention import PrefillRoute, Segment, attend, make_plan
+    from engine.embedded.kv_pool import KVPool
+
+    if path in ("native", "amx") and REASON is not None:
+        pytest.skip(f"native kernel cannot run: {REASON}")
+    if path == "amx" and not kernel.amx_prefill_supports(64):
+        pytest.skip("this CPU or compiler has no AMX prefill kernel")
+    k = None if path in ("none", "matmul") else kernel
+    route = PrefillRoute(path, path) if k is not None else PrefillRoute()
+    gen = torch.Generator().manual_seed(3)
+    layers, hq, hkv, dim = 1, 9, 3, 64
+
+    def pool_with_prefixes() -> KVPool:
+        pool = KVPool(layers, 4, hkv, dim, torch.bfloat16)
+        pool.ensure(1024)
+        g = torch.Generator().manual_seed(5)
+        for row, length in ((0, 200), (1, 150), (2, 260)):
+            pool.keys[0][row, :, :length] = torch.randn(hkv, length, dim, generator=g)
+            pool.values[0][row, :, :length] = torch.randn(hkv, length, dim, generator=g)
+            pool.lengths[row] = length
+        return pool
+
+    # segments: slot 2 continues after 260 cached tokens; slot 3 is a fresh 300-token prompt
+    counts = (2, 140, 300)
+    n = sum(counts)
+    q = torch.randn(1, hq, n, dim, generator=gen).bfloat16()
+    kk = torch.randn(1, hkv, n, dim, generator=gen).bfloat16()
+    vv = torch.randn(1, hkv, n, dim, generator=gen).bfloat16()
+    need = [0, 1, 2 + 140 + 100, 2 + 140 + 101, n - 1]  # none of slot 2's queries
+    outs, pools = [], []
+    for wanted in (None, need):
+        pool = pool_with_prefixes()
+        segments = [Segment(2, 260, 140), Segment(3, 0, 300)]
+        plan = make_plan(pool, 2, segments, k, route=route)
+        if path == "matmul":
+            for seg in plan.segments:
+                seg.path = "matmul"
+        outs.append(attend(plan, 0, q, kk, vv, dim**-0.5, wanted))
+        pools.append(pool)
+    full, pruned = outs
+    assert pruned.shape == (1, len(need), hq, dim)
+    for store in ("keys", "values"):
+        assert torch.equal(getattr(pools[0], store)[0], getattr(pools[1], store)[0])
+    exact = path == "native"
+    for i, token in enumerate(need):
+        a, b = full[0, token].float(), pruned[0, i].float()
+        assert torch.equal(a, b) if exact else torch.allclose(a, b, atol=2e-2), token
