@@ -1,15 +1,15 @@
 """Which of several exact implementations runs fastest on this machine, timed once per process.
 
-The native AVX-512 kernels were written for a CPU with AVX-512 BF16 and no AMX (a 2-core Zen 4
-VM): there the native prefill attention runs ~2x PyTorch's SDPA and the native GEMV beats
-oneDNN's GEMM up to 32 rows. A CPU with AMX tiles turns that around, because oneDNN's GEMM and
-PyTorch's flash attention run on the tiles. On a 2-core Xeon with AMX, SDPA prefill ran
+The native AVX-512 kernels were written for a CPU with AVX-512 BF16 and no AMX (a 2-core Zen 4 VM):
+there the native prefill attention runs ~2x PyTorch's SDPA and the native GEMV beats oneDNN's GEMM
+on decode steps and keeps pace on prefill. A CPU with AMX tiles turns that around, because oneDNN's
+GEMM and PyTorch's flash attention run on the tiles. On a 2-core Xeon with AMX, SDPA prefill ran
 2.2-3.2x faster than the AVX-512 kernel (and the native AMX kernel, ``attention_amx.c``, 1.6x
-faster than SDPA), and oneDNN beat the GEMV from 4 rows on (1.7x at 8 rows, 2.9x at 32). So
-the engine times the candidates on the model's own shapes when it loads and routes each kind
-of work to the fastest. All compute the same function (bfloat16 products, fp32 accumulation in
-different orders): the choice changes speed, and answers only in last-bit ties, the same way
-on every step of a process (``gemv_wins``).
+faster than SDPA), and oneDNN beat the GEMV from 4 rows on (1.7x at 8 rows, 2.9x at 32). So the
+engine times the candidates on the model's own shapes when it loads and routes each kind of work to
+the fastest. All compute the same function (bfloat16 products, fp32 accumulation in different
+orders): the choice changes speed, and answers only in last-bit ties, the same way on every step of
+a process, for a step of any size (``gemv_wins``).
 
 Timings take turns between the candidates, so drift on a shared VM hits all alike, and compare
 medians. Results are kept per process and shape: engines built later in the same process
@@ -25,7 +25,7 @@ from collections.abc import Callable
 import torch
 
 from engine.embedded.attention import PrefillRoute, Segment, causal_mask, sdpa_segment
-from engine.embedded.gemv import GEMV_ROWS, GemvLimit
+from engine.embedded.gemv import GemvSwitch
 from engine.embedded.native import NativeKernels
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,9 @@ log = logging.getLogger(__name__)
 # question after a cached prefix (the two kinds of segment ``PrefillRoute`` separates)
 LONG_SEGMENT = (0, 512)
 SHORT_AFTER = (1024, 32)
-# decode steps timed for the GEMV: one stream alone, with 4 drafts, 8 streams, 8 with drafts
-DECODE_STEPS = (1, 5, 8, 16)
+# steps timed for the GEMV: one stream alone, with 4 drafts, 8 streams, 8 with drafts, and a
+# piece of a prompt (the GEMV takes prefill too, where it wins: ``GemvSwitch``)
+LINEAR_STEPS = (1, 5, 8, 16, 128)
 REPS = 5
 
 _memo: dict[tuple, object] = {}
@@ -55,9 +56,9 @@ def time_each(options: dict[str, Callable[[], object]], reps: int = REPS) -> dic
     return {name: sorted(ts)[len(ts) // 2] for name, ts in runs.items()}
 
 
-def fastest(what: str, options: dict[str, Callable[[], object]]) -> str:
+def fastest(what: str, options: dict[str, Callable[[], object]], reps: int = REPS) -> str:
     """The name of the fastest option (``time_each``); logs every median."""
-    medians = time_each(options)
+    medians = time_each(options, reps)
     log.info(
         "calibration, %s: %s",
         what,
@@ -109,29 +110,26 @@ def _fastest_segment(
     return fastest(f"prefill attention, {count} tokens after {start}", options)
 
 
-def gemv_wins(run_linears: Callable[[int], None], limit: GemvLimit, key: tuple) -> bool:
-    """Whether decode-sized steps (``DECODE_STEPS``) run faster with their linears on the
-    GEMV than on oneDNN, timing ``run_linears(rows)`` over that mix with ``limit`` set for
-    each side; ``limit`` is left at ``GEMV_ROWS`` if so, else 0. ``key`` names the weights'
-    shapes for the per-process memo.
+def gemv_wins(run_linears: Callable[[int], None], switch: GemvSwitch, key: tuple) -> bool:
+    """Whether steps of ``LINEAR_STEPS`` rows run faster with their linears on the GEMV than
+    on oneDNN, timing ``run_linears(rows)`` over that mix with ``switch`` set for each side;
+    ``switch`` is left on if so. ``key`` names the weights' shapes for the per-process memo.
 
-    All or nothing, not a crossover row count: each side computes a row the same way whatever
-    else is in a step of up to ``GEMV_ROWS`` rows (checked for oneDNN's prepacked GEMM on
-    SmolLM2's shapes), but the two differ from each other in the last bits. Switching sides
-    by step size would let a request's greedy output depend on its neighbours and on its own
-    drafts: speculation would change answers."""
+    All or nothing, for steps of every size (``GemvSwitch`` says why): a crossover would let a
+    request's greedy output depend on its neighbours and on its own drafts."""
     memo_key = ("gemv", *key, torch.get_num_threads())
     if memo_key not in _memo:
 
-        def mix(use: int) -> None:
-            limit.rows = use
-            for rows in DECODE_STEPS:
+        def mix(on: bool) -> None:
+            switch.on = on
+            for rows in LINEAR_STEPS:
                 run_linears(rows)
 
-        what = f"linears of decode steps of {DECODE_STEPS} rows"
-        options = {"gemv": lambda: mix(GEMV_ROWS), "onednn": lambda: mix(0)}
-        _memo[memo_key] = fastest(what, options) == "gemv"
+        what = f"linears of steps of {LINEAR_STEPS} rows"
+        options = {"gemv": lambda: mix(True), "onednn": lambda: mix(False)}
+        # fewer rounds: one mix is ~0.1 s, and the two sides differ by 10-40% where measured
+        _memo[memo_key] = fastest(what, options, reps=3) == "gemv"
     wins = _memo[memo_key]
     assert isinstance(wins, bool)
-    limit.rows = GEMV_ROWS if wins else 0
+    switch.on = wins
     return wins

@@ -150,9 +150,9 @@ class EmbeddedEngine:
                 if calibrate:
                     shapes = (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers)
                     shapes += (cfg.vocab_size, cfg.num_attention_heads, cfg.num_key_value_heads)
-                    gemv_wins(runner.run_linears, runner.gemv_limit, shapes)
-                if runner.gemv_limit.rows:
-                    weights += f" (native GEMV up to {runner.gemv_limit.rows} rows)"
+                    gemv_wins(runner.run_linears, runner.gemv_switch, shapes)
+                if runner.gemv_switch.on:
+                    weights += " (native GEMV for every step)"
         else:
             forward = functools.partial(run_step, self.model)
         native = f"{kernel.name} kernels" if kernel is not None else "PyTorch attention"

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.embedded.attention import StepPlan, advance, attend, positions
-from engine.embedded.gemv import GemvLimit, NativeGemv
+from engine.embedded.gemv import GemvSwitch, NativeGemv
 from engine.embedded.linear import make_linear
 from engine.embedded.native import NativeKernels
 
@@ -69,16 +69,16 @@ def _fuse(parts: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | No
 
 class _Layer:
     def __init__(
-        self, layer: torch.nn.Module, pack: bool, gemv: NativeGemv | None, limit: GemvLimit
+        self, layer: torch.nn.Module, pack: bool, gemv: NativeGemv | None, switch: GemvSwitch
     ) -> None:
         attn, mlp = layer.self_attn, layer.mlp
         qkv = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
-        self.qkv = make_linear(*qkv, pack, gemv, limit)
+        self.qkv = make_linear(*qkv, pack, gemv, switch)
         self.qk_width = attn.q_proj.out_features + attn.k_proj.out_features
-        self.o = make_linear(attn.o_proj.weight, None, pack, gemv, limit)
+        self.o = make_linear(attn.o_proj.weight, None, pack, gemv, switch)
         gate_up = _fuse([mlp.gate_proj, mlp.up_proj])[0]
-        self.gate_up = make_linear(gate_up, None, pack, gemv, limit)
-        self.down = make_linear(mlp.down_proj.weight, None, pack, gemv, limit)
+        self.gate_up = make_linear(gate_up, None, pack, gemv, switch)
+        self.down = make_linear(mlp.down_proj.weight, None, pack, gemv, switch)
         self.norm_in = layer.input_layernorm.weight
         self.norm_post = layer.post_attention_layernorm.weight
         self.scale = float(attn.scaling)
@@ -106,7 +106,7 @@ class FusedLlama:
     ) -> None:
         """``pack``: run the linears on prepacked weights (``linear.py``; bfloat16 only);
         ``kernels``: run residual-add + RMSNorm and SiLU-gate natively (bfloat16 only), and,
-        with ``pack``, the linears of small steps (``gemv.py``)."""
+        with ``pack``, the linears on the native GEMV (``gemv.py``) where it wins."""
         inner = model.model
         cfg = model.config
         # the pointwise kernels take bfloat16 rows of whole 16-lane vectors
@@ -122,14 +122,14 @@ class FusedLlama:
         self.eps = float(getattr(cfg, "rms_norm_eps", 1e-6))
         # small steps' linears natively where the weights are prepacked anyway (bfloat16)
         self.gemv = NativeGemv(kernels.library) if pack and kernels is not None and bf16 else None
-        # the largest step whose linears run on the GEMV (0 where ``calibrate.gemv_wins``
-        # finds oneDNN faster); shared by every linear below
-        self.gemv_limit = GemvLimit()
-        self.lm_head = make_linear(model.lm_head.weight, None, pack, self.gemv, self.gemv_limit)
+        # whether every linear below runs on the GEMV (off where ``calibrate.gemv_wins`` finds
+        # oneDNN faster); shared by them all
+        self.gemv_switch = GemvSwitch()
+        self.lm_head = make_linear(model.lm_head.weight, None, pack, self.gemv, self.gemv_switch)
         self.q_heads = cfg.num_attention_heads
         self.kv_heads = cfg.num_key_value_heads
         self.hidden = cfg.hidden_size
-        self.layers = [_Layer(layer, pack, self.gemv, self.gemv_limit) for layer in inner.layers]
+        self.layers = [_Layer(layer, pack, self.gemv, self.gemv_switch) for layer in inner.layers]
 
     def _add_norm(
         self, h: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor
@@ -156,7 +156,7 @@ class FusedLlama:
     @torch.inference_mode()
     def run_linears(self, rows: int) -> None:
         """Every linear of one step of ``rows`` tokens, on zeros, results dropped: the
-        workload ``calibrate.gemv_wins`` times to set ``gemv_limit``."""
+        workload ``calibrate.gemv_wins`` times to set ``gemv_switch``."""
         x = torch.zeros(rows, self.hidden, dtype=self.embed.dtype)
         for layer in self.layers:
             layer.o(layer.qkv(x)[:, : self.q_heads * self.head_dim].contiguous())

@@ -1,7 +1,8 @@
-"""The native small-batch linear (``kernels/gemv.c``): a few bfloat16 rows times a weight
-matrix packed once into the kernel's panels. A decode step's linears are bound by reading the
-weights; this reads them at 25-37 GB/s where oneDNN's GEMM reads 16-22 (2-core Zen 4 VM, cold
-weights). ``linear.make_linear`` uses it for steps of up to ``GEMV_ROWS`` rows.
+"""The native linear (``kernels/gemv.c``): bfloat16 rows times a weight matrix packed once into
+the kernel's panels. A decode step's linears are bound by reading the weights; this reads them
+at 25-37 GB/s where oneDNN's GEMM reads 16-22 (2-core Zen 4 VM, cold weights), and on prefill
+sizes it keeps pace with oneDNN there (0.97x its time at 512 and 1,550 rows). Where the engine
+finds it faster (``calibrate.gemv_wins``), ``linear.make_linear`` runs every step on it.
 """
 
 from __future__ import annotations
@@ -14,22 +15,22 @@ import torch
 
 _PTR, _I64, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
 PANEL_OUTPUTS = 32  # the kernel's blocks: a weight's output count must be a multiple
-# the most rows a step may have to run here: a decode step of 8 streams with their drafts
-# (up to 24 rows) included. Measured on SmolLM2's shapes (2 threads, Zen 4), the kernel runs
-# 1.3-1.8x oneDNN's prepacked GEMM at 1-8 rows and 1.0-1.3x at 16-32; it still matches it at
-# 512 rows here, but prefill stays on oneDNN, whose GEMM uses AMX tiles where a CPU has them.
-# On a CPU with AMX (2-core Xeon) oneDNN wins from 4 rows on (1.7x at 8, 2.9x at 32), so the
-# engine times both and may set the limit to 0 (``GemvLimit``, ``calibrate.gemv_wins``)
-GEMV_ROWS = 32
 
 
 @dataclass
-class GemvLimit:
-    """Steps of up to ``rows`` rows run on the native GEMV, larger ones on oneDNN (0: none on
-    the GEMV). One instance is shared by a runner's linears, so the engine can set it once it
-    has timed both on this machine."""
+class GemvSwitch:
+    """Whether a runner's linears run on the native GEMV, for steps of every size, or all on
+    oneDNN. One instance is shared by a runner's linears, so the engine can set it once it has
+    timed both on this machine (``calibrate.gemv_wins``).
 
-    rows: int = GEMV_ROWS
+    Never by step size: each side computes a row the same way whatever else its step holds
+    (the GEMV for any number of rows, one row at a time; oneDNN's prepacked GEMM on SmolLM2's
+    shapes on Zen 4, though on an AMX Xeon a 1-row and a 619-row product rounded apart), but
+    the two differ from each other in the last bits. A crossover by size let a decode row's
+    result depend on whether a prompt chunk or drafts shared its step, so greedy text changed
+    with speculation and with the other requests running (3 of 8 texts the same, 8 at once)."""
+
+    on: bool = True
 
 
 class NativeGemv:

@@ -4,9 +4,9 @@
 token rows against each weight matrix, so bound by reading the weights from memory) that runs
 at 10-14 GB/s on this project's 2-core Zen 4 VM, while the same product on a weight reordered
 once into oneDNN's own layout runs at 16-22 GB/s (measured with the model's shapes, every
-weight cold in cache). Prefill GEMMs gain 3-6%. Where the native kernels load, steps of up to
-``gemv.GEMV_ROWS`` rows (fewer where oneDNN runs on AMX tiles: ``GemvLimit``) run on the native
-small-batch linear instead, which reads the weights at 25-37 GB/s (``gemv.py``).
+weight cold in cache). Prefill GEMMs gain 3-6%. Where the native kernels load and the engine
+times the native linear faster (not where oneDNN runs on AMX tiles: ``GemvSwitch``), every
+step runs on it instead; it reads the weights at 25-37 GB/s (``gemv.py``).
 
 The packed copies sit beside the original (transformers' forward and the tied embedding still
 read that), each about the size of the model's linear weights again. Packing is used for
@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from engine.embedded.gemv import GemvLimit, NativeGemv
+from engine.embedded.gemv import GemvSwitch, NativeGemv
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +69,11 @@ def make_linear(
     bias: torch.Tensor | None,
     pack: bool,
     gemv: NativeGemv | None = None,
-    limit: GemvLimit | None = None,
+    switch: GemvSwitch | None = None,
 ) -> Linear:
     """``x -> x @ weight.T + bias``, on a prepacked copy of ``weight`` when ``pack``; with
-    ``gemv`` (and a weight it fits), steps of up to ``limit.rows`` rows (read at each call;
-    default ``GEMV_ROWS``) run on its own packed copy instead (decode steps: bound by reading
-    the weights, which it does faster on CPUs without AMX)."""
+    ``gemv`` (and a weight it fits), on the native linear's own packed copy instead while
+    ``switch.on`` (read at each call; default on), for steps of every size."""
     if not pack:
         return lambda x: F.linear(x, weight, bias)
     packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS_HINT)
@@ -82,10 +81,10 @@ def make_linear(
     if gemv is None or not gemv.fits(weight):
         return lambda x: op(x, packed, bias, "none", [], "")
     panels, outputs = gemv.pack(weight), weight.shape[0]
-    limit = limit if limit is not None else GemvLimit()
+    switch = switch if switch is not None else GemvSwitch()
 
     def run(x: torch.Tensor) -> torch.Tensor:
-        if not 0 < x.shape[0] <= limit.rows:
+        if not switch.on or not x.shape[0]:
             return op(x, packed, bias, "none", [], "")
         y = gemv(x, panels, outputs)
         return y if bias is None else y.add_(bias)

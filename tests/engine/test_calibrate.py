@@ -11,7 +11,7 @@ import torch
 
 from engine.embedded import calibrate
 from engine.embedded.attention import NATIVE_PREFILL, PrefillRoute
-from engine.embedded.gemv import GEMV_ROWS, GemvLimit
+from engine.embedded.gemv import GemvSwitch
 from engine.embedded.native import load_native_kernels, unsupported_reason
 
 REASON = unsupported_reason()
@@ -28,36 +28,38 @@ def test_fastest_times_every_option_and_names_the_quickest() -> None:
     assert calibrate.fastest("sleeps", options) == "fast"
 
 
-def _linears(limit: GemvLimit, per_row_s: float, onednn_s: float):  # noqa: ANN202
+def _linears(switch: GemvSwitch, per_row_s: float, onednn_s: float):  # noqa: ANN202
     """A step's linears: the GEMV costs ``per_row_s`` a row, oneDNN a flat ``onednn_s``."""
-    seen: list[tuple[int, int]] = []
+    seen: list[tuple[int, bool]] = []
 
     def run(rows: int) -> None:
-        seen.append((rows, limit.rows))
-        time.sleep(rows * per_row_s if rows <= limit.rows else onednn_s)
+        seen.append((rows, switch.on))
+        time.sleep(rows * per_row_s if switch.on else onednn_s)
 
     run.seen = seen  # type: ignore[attr-defined]
     return run
 
 
-def test_gemv_wins_over_the_decode_mix_or_not_at_all() -> None:
-    # decode steps of 1, 5, 8 and 16 rows: GEMV 0.3 ms a row (9 ms) against 4 ms flat (16 ms)
-    limit = GemvLimit(rows=7)
-    run = _linears(limit, 0.0003, 0.004)
-    assert calibrate.gemv_wins(run, limit, ("test", uuid.uuid4().hex))
-    assert limit.rows == GEMV_ROWS
-    assert {rows for rows, _ in run.seen} == set(calibrate.DECODE_STEPS)
-    assert {use for _, use in run.seen} == {0, GEMV_ROWS}  # each side whole, never a mix
-    # GEMV 1 ms a row (30 ms) against 1 ms flat (4 ms): oneDNN for every step
+def test_gemv_wins_over_the_step_mix_or_not_at_all() -> None:
+    # steps of 1, 5, 8, 16 and 128 rows: GEMV 0.02 ms a row (3.2 ms) against 2 ms flat (10 ms)
+    switch = GemvSwitch(on=False)
+    run = _linears(switch, 0.00002, 0.002)
+    assert calibrate.gemv_wins(run, switch, ("test", uuid.uuid4().hex))
+    assert switch.on
+    assert {rows for rows, _ in run.seen} == set(calibrate.LINEAR_STEPS)
+    # each side takes whole mixes, never a part of one
+    for at in range(0, len(run.seen), len(calibrate.LINEAR_STEPS)):
+        assert len({on for _, on in run.seen[at : at + len(calibrate.LINEAR_STEPS)]}) == 1
+    # GEMV 0.1 ms a row (16 ms) against 1 ms flat (5 ms): oneDNN for every step
     key = ("test", uuid.uuid4().hex)
-    limit = GemvLimit()
-    assert not calibrate.gemv_wins(_linears(limit, 0.001, 0.001), limit, key)
-    assert limit.rows == 0
-    # the same shapes again in this process: no timing, the same answer, set on the new limit
-    other = GemvLimit()
+    switch = GemvSwitch()
+    assert not calibrate.gemv_wins(_linears(switch, 0.0001, 0.001), switch, key)
+    assert not switch.on
+    # the same shapes again in this process: no timing, the same answer, set on the new switch
+    other = GemvSwitch()
     again = _linears(other, 0.0, 1.0)
     assert not calibrate.gemv_wins(again, other, key)
-    assert other.rows == 0 and again.seen == []
+    assert not other.on and again.seen == []
 
 
 @pytest.mark.skipif(REASON is not None, reason=f"native kernel cannot run: {REASON}")
@@ -95,9 +97,12 @@ def test_prefill_route_paths_and_summary() -> None:
         PrefillRoute("cuda", "sdpa")
 
 
-def test_each_side_computes_a_row_alike_in_any_step_up_to_gemv_rows() -> None:
-    """What makes ``gemv_wins`` all or nothing safe: on either side, a row's output does not
-    depend on how many rows share its step (so drafts and neighbours leave greedy text be)."""
+def test_a_row_is_computed_alike_in_a_step_of_any_size() -> None:
+    """What makes ``gemv_wins`` all or nothing safe: a row's output does not depend on how many
+    rows share its step (so drafts, neighbours and prompt chunks leave greedy text be). The
+    GEMV is checked up to a prompt chunk's size; oneDNN up to a decode step's (on an AMX Xeon
+    its 1-row and 619-row products rounded apart, which is why it is not the decode side
+    where the GEMV runs)."""
     from engine.embedded.gemv import NativeGemv
     from engine.embedded.linear import make_linear, packing_available
 
@@ -109,9 +114,12 @@ def test_each_side_computes_a_row_alike_in_any_step_up_to_gemv_rows() -> None:
     torch.manual_seed(3)
     for outputs, inputs in ((960, 576), (3072, 576), (576, 1536)):  # SmolLM2's own shapes
         w = torch.randn(outputs, inputs).bfloat16()
-        x = torch.randn(GEMV_ROWS, inputs).bfloat16()
-        for rows in (0, GEMV_ROWS):
-            linear = make_linear(w, None, True, gemv, GemvLimit(rows=rows))
-            whole = linear(x)
-            for size in (1, 2, 5, 8, 16, 24):
-                assert torch.equal(linear(x[:size]), whole[:size]), (outputs, rows, size)
+        x = torch.randn(512, inputs).bfloat16()
+        for on, most in ((True, 512), (False, 32)):
+            linear = make_linear(w, None, True, gemv, GemvSwitch(on=on))
+            whole = linear(x[:most])
+            for size in (1, 2, 5, 8, 16, 24, 100, 333):
+                if size <= most:
+                    assert torch.equal(linear(x[:size]), whole[:size]), (outputs, on, size)
+            # a row after others is computed as it is alone
+            assert torch.equal(linear(x[most - 1 : most]), whole[most - 1 :]), (outputs, on)

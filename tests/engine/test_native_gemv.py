@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.embedded.gemv import GEMV_ROWS, GemvLimit, NativeGemv
+from engine.embedded.gemv import GemvSwitch, NativeGemv
 from engine.embedded.linear import make_linear, packing_available
 from engine.embedded.native import load_native_kernels, unsupported_reason
 
@@ -72,37 +72,26 @@ def _count_gemv_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 @pytest.mark.skipif(not packing_available(torch.bfloat16), reason="no prepacked linears here")
-def test_make_linear_runs_small_steps_natively_and_large_ones_on_onednn(
+def test_make_linear_runs_steps_of_every_size_natively_while_switched_on(
     gemv: NativeGemv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``calibrate.gemv_wins`` sets a runner's shared ``GemvSwitch`` after its linears are
+    built: on, every step runs on the GEMV, prompt-sized ones too; off, none does."""
     torch.manual_seed(1)
     w, bias = torch.randn(64, 96).bfloat16(), torch.randn(64).bfloat16()
     calls = _count_gemv_calls(monkeypatch)
-    linear = make_linear(w, bias, True, gemv)
-    for rows in (1, GEMV_ROWS, GEMV_ROWS + 1, 300):
-        x = torch.randn(rows, 96).bfloat16()
-        got = linear(x).float()
-        want = F.linear(x.float(), w.float(), bias.float())
-        assert (got - want).abs().max() <= 0.02 * want.abs().max(), rows
-    assert calls == [1, GEMV_ROWS]  # larger steps went to oneDNN
+    switch = GemvSwitch()
+    linear = make_linear(w, bias, True, gemv, switch)
+    sizes = (1, 32, 33, 300)
+    for on in (True, False):
+        switch.on = on
+        for rows in sizes:
+            x = torch.randn(rows, 96).bfloat16()
+            got = linear(x).float()
+            want = F.linear(x.float(), w.float(), bias.float())
+            assert (got - want).abs().max() <= 0.02 * want.abs().max(), rows
+    assert calls == list(sizes)  # every size while on, none once off
     # a weight the kernel does not take stays on oneDNN for every step
-    odd = make_linear(torch.randn(48, 96).bfloat16(), None, True, gemv)
-    assert odd(torch.randn(2, 96).bfloat16()).shape == (2, 48) and calls == [1, GEMV_ROWS]
-
-
-@pytest.mark.skipif(not packing_available(torch.bfloat16), reason="no prepacked linears here")
-def test_a_linear_reads_its_gemv_limit_at_each_call(
-    gemv: NativeGemv, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``calibrate.gemv_wins`` sets a runner's shared ``GemvLimit`` after its linears are built:
-    at 0 no step runs on the GEMV."""
-    calls = _count_gemv_calls(monkeypatch)
-    limit = GemvLimit(rows=0)
-    w = torch.randn(64, 96).bfloat16()
-    linear = make_linear(w, None, True, gemv, limit)
-    x = torch.randn(3, 96).bfloat16()
-    _close(linear(x), x, w)
-    assert calls == []
-    limit.rows = 3
-    _close(linear(x), x, w)
-    assert calls == [3]
+    switch.on = True
+    odd = make_linear(torch.randn(48, 96).bfloat16(), None, True, gemv, switch)
+    assert odd(torch.randn(2, 96).bfloat16()).shape == (2, 48) and calls == list(sizes)

@@ -224,3 +224,40 @@ def test_bf16_answers_differ_only_at_ties(model_dir) -> None:  # noqa: ANN001
     finally:
         for eng in engines:
             eng.close()
+
+
+def test_bf16_greedy_answer_is_the_same_alone_batched_speculating_and_cached(model_dir) -> None:  # noqa: ANN001
+    """Where the engine runs every linear on its native GEMV and attention on its AVX-512
+    kernels (a CPU without AMX tiles), a row is computed alike whatever else its step holds:
+    other requests' prompt chunks and decode rows, a shared prompt prefix read once for all,
+    its own drafts, or a cached prefix. So a bfloat16 greedy answer is token for token the
+    same alone and cold, batched with requests that share its documents, with speculation on,
+    and served from the prefix cache. (Elsewhere oneDNN's GEMM rounds a row by its step's
+    size, and answers may differ at near-ties: ``test_bf16_answers_differ_only_at_ties``.)"""
+    eng = EmbeddedEngine(model_dir, kv_budget_tokens=16384, max_queue=8, speculative=OFF)
+    try:
+        runtime = eng.runtime
+        if "native GEMV for every step" not in runtime or "prefill" in runtime:
+            pytest.skip(f"rows are not computed alike in every step here: {runtime}")
+        system, user = _rag_messages()
+        prompts = [
+            *PROMPTS,
+            (system, (user[0], user[1].replace("Quote document [1].", "Who answers the phone?"))),
+            (system, (user[0], user[1].replace("Quote document [1].", "Summarise [1]."))),
+        ]
+        requests = [
+            GenerateRequest(messages=m, sampling=SamplingParams(32), logprobs=LogprobOptions())
+            for m in prompts
+        ]
+        alone = []
+        for request in requests:
+            eng.flush_cache()
+            alone.append(_run(eng, request)[1])
+        eng.flush_cache()
+        eng.set_speculative(SpeculativeConfig())
+        batched = [tokens for _, tokens, _ in _concurrently(eng, requests)]
+        cached = [_run(eng, request)[1] for request in requests]  # every prompt is cached now
+    finally:
+        eng.close()
+    assert batched == alone
+    assert cached == alone

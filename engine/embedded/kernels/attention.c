@@ -6,15 +6,20 @@
  * decode_attention: n single-token queries; query r reads pool row slots[r] (row r when slots
  *   is NULL) over its keys 0 .. lengths[r] - 1. Several queries may read one row: a decoding
  *   request's pending token and its speculative drafts, each seeing the keys up to itself.
- *   The first `shared` positions hold the same prompt tokens in every row (a shared system
- *   prompt or document prefix), so their keys and values are read once, from row 0, for all
- *   queries together; then each query's own suffix is attended and the two partial softmaxes
- *   are merged (log-sum-exp).
+ *   The first `shared` positions hold the same prompt tokens (so the same keys and values)
+ *   in every row: a shared system prompt or document prefix. Every query reads them from
+ *   row 0, where the first item to read them leaves them in cache for the rest, so memory is
+ *   read about once for all rows. Each query still runs one pass over its keys in order,
+ *   with the same arithmetic whatever `shared` is: a query's output never depends on which
+ *   other requests decode beside it (the old separate pass over the shared prefix, merged by
+ *   log-sum-exp, rounded differently, and greedy answers changed with the company).
  *
- * Both products run on VDPBF16PS (bf16 pairs, fp32 accumulation) over tiles of ROWS queries x
- * KEYS keys; the softmax is online (running max and sum per query) in fp32, as in flash
- * attention, so no score matrix is stored beyond one tile. K and V are first repacked into
- * the pair-interleaved ("VNNI") layouts the instruction reads, zero-padded to whole key blocks.
+ * Prefill's products run on VDPBF16PS (bf16 pairs, fp32 accumulation) over tiles of ROWS
+ * queries x KEYS keys; the softmax is online (running max and sum per query) in fp32, as in
+ * flash attention, so no score matrix is stored beyond one tile. K and V are first repacked
+ * into the pair-interleaved ("VNNI") layouts the instruction reads, zero-padded to whole key
+ * blocks. Decode reads each row's keys and values in place (`own_keys`: a repack would cost as
+ * much as the read for so few queries), with one row of scores per query.
  *
  * Layouts (element strides; the innermost dimension of every tensor is contiguous):
  *   q[i, h, d]   at q + i * q_row + h * q_head
@@ -149,12 +154,17 @@ static inline void prefetch_row(const bf16 *p, int D) {
     for (int i = 0; i < D; i += 32) _mm_prefetch((const char *)(p + i), _MM_HINT_T0);
 }
 
+/* key (or value) j of a row whose keys below `split` are read from the shared row's copy */
+#define KEY_AT(shared_row, own_row, j) \
+    (((j) < split ? (shared_row) : (own_row)) + (int64_t)(j) * D)
+
 /* The first `rows` queries (rows <= ROWS) over one row's own keys, read in place (row-major
  * [own, D]: no repacking, which would cost as much as the read for so few queries). Scores
  * go to sbuf ([ROWS][own] floats), then one softmax pass and one pass over the values. */
 static inline __attribute__((always_inline)) void own_keys(
-    const bf16 *const qrow[ROWS], const int rows, const bf16 *k, const bf16 *v, int own,
-    float scale_log2, const int D, float *sbuf, part_t *st) {
+    const bf16 *const qrow[ROWS], const int rows, const bf16 *k0, const bf16 *v0, int split,
+    const bf16 *k, const bf16 *v, int own, float scale_log2, const int D, float *sbuf,
+    part_t *st) {
     const int halves = D / 32, nv = D / 16;
     __m512bh qv[ROWS][MAX_D / 32];
     float mx[ROWS];
@@ -165,10 +175,10 @@ static inline __attribute__((always_inline)) void own_keys(
     }
     for (int j = 0; j < own; j++) {
         /* the row is read once, from memory: ask for its keys ahead of use */
-        prefetch_row(k + (int64_t)(j + PREFETCH) * D, D);
+        prefetch_row(KEY_AT(k0, k, j + PREFETCH), D);
+        const bf16 *kj = KEY_AT(k0, k, j);
         __m512bh kh[MAX_D / 32];
-        for (int h = 0; h < halves; h++)
-            kh[h] = (__m512bh)_mm512_loadu_si512(k + (int64_t)j * D + h * 32);
+        for (int h = 0; h < halves; h++) kh[h] = (__m512bh)_mm512_loadu_si512(kj + h * 32);
         for (int r = 0; r < rows; r++) {
             __m512 acc = _mm512_setzero_ps();
             for (int h = 0; h < halves; h++) acc = _mm512_dpbf16_ps(acc, qv[r][h], kh[h]);
@@ -195,11 +205,11 @@ static inline __attribute__((always_inline)) void own_keys(
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < nv; c++) o[r][c] = _mm512_setzero_ps();
     for (int j = 0; j < own; j++) {
-        prefetch_row(v + (int64_t)(j + PREFETCH) * D, D);
+        prefetch_row(KEY_AT(v0, v, j + PREFETCH), D);
+        const bf16 *vj = KEY_AT(v0, v, j);
         __m512 vf[MAX_D / 16];
         for (int c = 0; c < nv; c++)
-            vf[c] = _mm512_cvtpbh_ps(
-                (__m256bh)_mm256_loadu_si256((const __m256i *)(v + (int64_t)j * D + c * 16)));
+            vf[c] = _mm512_cvtpbh_ps((__m256bh)_mm256_loadu_si256((const __m256i *)(vj + c * 16)));
         for (int r = 0; r < rows; r++) {
             const __m512 pj = _mm512_set1_ps(sbuf[r * own + j]);
             for (int c = 0; c < nv; c++) o[r][c] = _mm512_fmadd_ps(pj, vf[c], o[r][c]);
@@ -216,14 +226,15 @@ static inline __attribute__((always_inline)) void own_keys(
 }
 
 /* own_keys with the query count and head_dim as compile-time constants */
-static void own_keys_any(const bf16 *const qrow[ROWS], int rows, const bf16 *k, const bf16 *v,
-                         int own, float scale_log2, int D, float *sbuf, part_t *st) {
-#define OWN_CASE(R)                                                              \
-    case R:                                                                      \
-        if (D == 64)                                                             \
-            own_keys(qrow, R, k, v, own, scale_log2, 64, sbuf, st);              \
-        else                                                                     \
-            own_keys(qrow, R, k, v, own, scale_log2, 128, sbuf, st);             \
+static void own_keys_any(const bf16 *const qrow[ROWS], int rows, const bf16 *k0, const bf16 *v0,
+                         int split, const bf16 *k, const bf16 *v, int own, float scale_log2,
+                         int D, float *sbuf, part_t *st) {
+#define OWN_CASE(R)                                                                  \
+    case R:                                                                          \
+        if (D == 64)                                                                 \
+            own_keys(qrow, R, k0, v0, split, k, v, own, scale_log2, 64, sbuf, st);   \
+        else                                                                         \
+            own_keys(qrow, R, k0, v0, split, k, v, own, scale_log2, 128, sbuf, st);  \
         break;
     switch (rows) {
         OWN_CASE(1)
@@ -233,21 +244,11 @@ static void own_keys_any(const bf16 *const qrow[ROWS], int rows, const bf16 *k, 
         OWN_CASE(5)
         default:
             if (D == 64)
-                own_keys(qrow, ROWS, k, v, own, scale_log2, 64, sbuf, st);
+                own_keys(qrow, ROWS, k0, v0, split, k, v, own, scale_log2, 64, sbuf, st);
             else
-                own_keys(qrow, ROWS, k, v, own, scale_log2, 128, sbuf, st);
+                own_keys(qrow, ROWS, k0, v0, split, k, v, own, scale_log2, 128, sbuf, st);
     }
 #undef OWN_CASE
-}
-
-/* a.row ra <- a.row ra (+) b.row rb: the state of both key sets together */
-static inline void merge(part_t *a, int ra, const part_t *b, int rb, int D) {
-    const float m = a->m[ra] > b->m[rb] ? a->m[ra] : b->m[rb];
-    const float wa = a->m[ra] == -INFINITY ? 0.0f : exp2f(a->m[ra] - m);
-    const float wb = b->m[rb] == -INFINITY ? 0.0f : exp2f(b->m[rb] - m);
-    for (int d = 0; d < D; d++) a->o[ra][d] = wa * a->o[ra][d] + wb * b->o[rb][d];
-    a->l[ra] = wa * a->l[ra] + wb * b->l[rb];
-    a->m[ra] = m;
 }
 
 static inline void store_row(const part_t *st, int r, bf16 *dst, int D) {
@@ -325,57 +326,19 @@ int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k
     if (n == 1) shared = 0; /* nothing to share */
     const int D = head_dim, group = hq / hkv;
     const float scale_log2 = scale * 1.4426950408889634f;
-    const int shared_tiles = (n * group + ROWS - 1) / ROWS;
-    const int64_t packed_shared = padded_keys(shared) * D;
-    int threads = clamp_threads(n_threads, n * hkv);
-    /* everything is allocated up front: a parallel region cannot fail half-way */
-    bf16 *shared_kv = shared ? aligned_alloc(64, (size_t)packed_shared * hkv * 2 * sizeof(bf16))
-                             : NULL;
-    part_t *shared_st = shared ? malloc(sizeof(part_t) * shared_tiles * hkv) : NULL;
-    float *scores = malloc(sizeof(float) * ROWS * (size_t)(longest - shared) * threads);
-    if ((shared && (!shared_kv || !shared_st)) || !scores) {
-        free(shared_kv);
-        free(shared_st);
-        free(scores);
-        return -1;
-    }
+    const int threads = clamp_threads(n_threads, n * hkv);
+    /* allocated up front: a parallel region cannot fail half-way */
+    float *scores = malloc(sizeof(float) * ROWS * (size_t)longest * threads);
+    if (!scores) return -1;
 #pragma omp parallel num_threads(threads)
     {
-        if (shared) {
-            /* 1. the shared prefix, from row 0, for every row's queries at once */
-#pragma omp for schedule(static, 1)
-            for (int g = 0; g < 2 * hkv; g++) {
-                const int64_t at = (int64_t)(g % hkv) * kv_head;
-                bf16 *dst = shared_kv + (int64_t)g * packed_shared;
-                if (g < hkv)
-                    pack_k(k + at, shared, padded_keys(shared), D, dst);
-                else
-                    pack_v(v + at, shared, padded_keys(shared), D, dst);
-            }
-#pragma omp for schedule(static, 1)
-            for (int item = 0; item < shared_tiles * hkv; item++) {
-                const int g = item / shared_tiles, t = item % shared_tiles;
-                const bf16 *qrow[ROWS];
-                int limit[ROWS];
-                for (int r = 0; r < ROWS; r++) {
-                    const int qi = t * ROWS + r; /* query qi: row qi / group, head in group */
-                    qrow[r] = qi < n * group ? q + (int64_t)(qi / group) * q_row +
-                                                   (int64_t)(g * group + qi % group) * q_head
-                                             : NULL;
-                    limit[r] = shared;
-                }
-                attend_tile_d(qrow, limit, shared_kv + (int64_t)g * packed_shared,
-                              shared_kv + (int64_t)(hkv + g) * packed_shared, scale_log2, D,
-                              &shared_st[item]);
-            }
-        }
-        /* 2. each row's own keys after the shared prefix, in place; merge; store */
-        float *sbuf = scores + (int64_t)omp_get_thread_num() * ROWS * (longest - shared);
+        float *sbuf = scores + (int64_t)omp_get_thread_num() * ROWS * longest;
+        /* one item: the queries of one KV head's group, of one query; the shared prefix is
+         * read from pool row 0, where it stays in cache for the other rows' items */
 #pragma omp for schedule(static, 1)
         for (int item = 0; item < n * hkv; item++) {
-            const int r = item / hkv, g = item % hkv, own = lengths[r] - shared;
-            const int64_t slot = slots ? slots[r] : r;
-            const int64_t at = slot * kv_slot + (int64_t)g * kv_head + (int64_t)shared * D;
+            const int r = item / hkv, g = item % hkv;
+            const int64_t slot = slots ? slots[r] : r, head = (int64_t)g * kv_head;
             for (int i0 = 0; i0 < group; i0 += ROWS) {
                 const bf16 *qrow[ROWS];
                 const int rows = group - i0 < ROWS ? group - i0 : ROWS;
@@ -384,20 +347,14 @@ int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k
                                   ? q + (int64_t)r * q_row + (int64_t)(g * group + i0 + i) * q_head
                                   : NULL;
                 part_t st;
-                own_keys_any(qrow, rows, k + at, v + at, own, scale_log2, D, sbuf, &st);
-                for (int i = 0; i < rows; i++) {
-                    if (shared) {
-                        const int qi = r * group + i0 + i;
-                        merge(&st, i, &shared_st[g * shared_tiles + qi / ROWS], qi % ROWS, D);
-                    }
+                own_keys_any(qrow, rows, k + head, v + head, shared, k + slot * kv_slot + head,
+                             v + slot * kv_slot + head, lengths[r], scale_log2, D, sbuf, &st);
+                for (int i = 0; i < rows; i++)
                     store_row(&st, i,
                               out + (int64_t)r * o_row + (int64_t)(g * group + i0 + i) * o_head, D);
-                }
             }
         }
     }
-    free(shared_kv);
-    free(shared_st);
     free(scores);
     return 0;
 }
