@@ -40,7 +40,9 @@ def sample_next(
 ) -> int:
     """``logits`` is 1-D over the vocabulary (already penalised, see ``penalties.py``)."""
     if temperature < GREEDY_BELOW or top_k == 1:
-        return int(torch.argmax(logits).item())
+        # the first of equal maxima, as argmax; argmax over bfloat16 ran 2.8x as long (181 us
+        # against 64 for a 49k vocabulary: 1.5 ms of an 8-stream decode step)
+        return int(torch.max(logits, 0).indices)
     probs = torch.softmax(logits.float() / temperature, dim=-1)
     if top_p < 1.0 or min_p > 0.0 or top_k != TOP_K_ALL:
         probs = truncate(probs, top_k=top_k, top_p=top_p, min_p=min_p)

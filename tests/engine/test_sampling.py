@@ -1,5 +1,5 @@
-"""Top-p sampling: the nucleus found among the top candidates is the one a full sort finds
-(SGLang's rule: drop a token once the mass before it exceeds top_p)."""
+"""Sampling: the top-p nucleus found among the top candidates is the one a full sort finds
+(SGLang's rule: drop a token once the mass before it exceeds top_p); greedy is argmax."""
 
 from __future__ import annotations
 
@@ -35,3 +35,16 @@ def test_seeded_top_p_sampling_is_reproducible() -> None:
     draws = [[sample_next(logits, 0.8, 0.9, make_generator(7)) for _ in range(3)] for _ in range(2)]
     assert draws[0] == draws[1]
     assert sample_next(logits, 0.0, 0.9) == int(logits.argmax())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_greedy_takes_the_first_of_equal_best_tokens(dtype: torch.dtype) -> None:
+    """Greedy is argmax's choice, ties included (bfloat16 logits tie often): the first."""
+    logits = torch.zeros(49152, dtype=dtype)
+    logits[[7, 9000, 40000]] = 3.0
+    assert sample_next(logits, 0.0, 1.0) == 7
+    assert sample_next(logits, 0.7, 1.0, top_k=1) == 7
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(50):
+        row = (torch.randn(49152, generator=gen) * 2).round().to(dtype)  # many ties at the top
+        assert sample_next(row, 0.0, 1.0) == int(torch.argmax(row))
