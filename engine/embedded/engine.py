@@ -152,7 +152,8 @@ class EmbeddedEngine:
                     shapes += (cfg.vocab_size, cfg.num_attention_heads, cfg.num_key_value_heads)
                     gemv_wins(runner.run_linears, runner.gemv_switch, shapes)
                 if runner.gemv_switch.on:
-                    weights += " (native GEMV for every step)"
+                    one_call = ", decode steps in one native call" if runner.native_step else ""
+                    weights += f" (native GEMV for every step{one_call})"
         else:
             forward = functools.partial(run_step, self.model)
         native = f"{kernel.name} kernels" if kernel is not None else "PyTorch attention"

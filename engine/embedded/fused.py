@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.embedded.attention import StepPlan, advance, attend, positions
+from engine.embedded.decode_step import NativeDecodeStep, runs_natively
 from engine.embedded.gemv import GemvSwitch, NativeGemv
 from engine.embedded.linear import make_linear
 from engine.embedded.native import NativeKernels
@@ -130,6 +131,21 @@ class FusedLlama:
         self.kv_heads = cfg.num_key_value_heads
         self.hidden = cfg.hidden_size
         self.layers = [_Layer(layer, pack, self.gemv, self.gemv_switch) for layer in inner.layers]
+        # decode-only steps in one native call where every linear has GEMV panels
+        self.native_step: NativeDecodeStep | None = None
+        scales = {layer.scale for layer in self.layers}
+        if (
+            self.gemv is not None
+            and self.native_rope
+            and len(scales) == 1
+            and kernels.supports(torch.bfloat16, self.head_dim)
+            and runs_natively(self.layers)
+        ):
+            heads = (self.q_heads, self.kv_heads, self.head_dim)
+            self.native_step = NativeDecodeStep(
+                str(kernels.library), self.layers, heads, cfg.intermediate_size, self.eps,
+                scales.pop(),
+            )  # fmt: skip
 
     def _add_norm(
         self, h: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor
@@ -163,6 +179,16 @@ class FusedLlama:
             layer.down(self._gate(layer.gate_up(x)))
         self.lm_head(x)
 
+    def _decodes_natively(self, plan: StepPlan, keep: list[int]) -> bool:
+        """A step of decode queries only, every row's logits kept, on the native kernels."""
+        return (
+            self.native_step is not None
+            and self.gemv_switch.on
+            and plan.kernel is not None
+            and not plan.segments
+            and keep == list(range(plan.n_decode))
+        )
+
     @torch.inference_mode()
     def step(self, tokens: list[int], plan: StepPlan, keep: list[int]) -> torch.Tensor:
         """One packed forward; returns logits ``[len(keep), vocab]`` for the token indices
@@ -170,6 +196,11 @@ class FusedLlama:
         n, d = len(tokens), self.head_dim
         h = F.embedding(torch.tensor(tokens), self.embed)  # [N, hidden], a fresh tensor
         cos, sin = self.rotary(h, positions(plan))  # [1, N, D]
+        if self._decodes_natively(plan, keep):
+            assert self.native_step is not None
+            h = self._add_norm(h, self.native_step(h, cos[0], sin[0], plan), self.norm)
+            advance(plan)
+            return self.lm_head(h)
         cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)
         pending = None  # the last MLP's output, added to h by the next norm
         last = len(self.layers) - 1

@@ -80,13 +80,27 @@ def make_linear(
     op = torch.ops.mkldnn._linear_pointwise
     if gemv is None or not gemv.fits(weight):
         return lambda x: op(x, packed, bias, "none", [], "")
-    panels, outputs = gemv.pack(weight), weight.shape[0]
-    switch = switch if switch is not None else GemvSwitch()
+    return GemvLinear(gemv, weight, bias, packed, switch or GemvSwitch())
 
-    def run(x: torch.Tensor) -> torch.Tensor:
-        if not switch.on or not x.shape[0]:
-            return op(x, packed, bias, "none", [], "")
-        y = gemv(x, panels, outputs)
-        return y if bias is None else y.add_(bias)
 
-    return run
+class GemvLinear:
+    """A linear on the native GEMV's panels while ``switch.on``, else on oneDNN's prepacked
+    copy. ``panels`` and ``bias`` are public: the native decode step (``decode_step.py``)
+    runs the same product on them without a call per linear."""
+
+    def __init__(
+        self,
+        gemv: NativeGemv,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        packed: torch.Tensor,
+        switch: GemvSwitch,
+    ) -> None:
+        self.gemv, self.packed, self.bias, self.switch = gemv, packed, bias, switch
+        self.panels, self.outputs = gemv.pack(weight), weight.shape[0]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.switch.on or not x.shape[0]:
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        y = self.gemv(x, self.panels, self.outputs)
+        return y if self.bias is None else y.add_(self.bias)

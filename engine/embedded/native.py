@@ -39,8 +39,8 @@ log = logging.getLogger(__name__)
 
 KERNELS = Path(__file__).with_name("kernels")
 SOURCES = (KERNELS / "attention.c", KERNELS / "pointwise.c", KERNELS / "gemv.c")
-SOURCES += (KERNELS / "attention_amx.c",)
-HEADERS = (KERNELS / "vec.h", KERNELS / "kv_pack.h")
+SOURCES += (KERNELS / "attention_amx.c", KERNELS / "decode_step.c")
+HEADERS = (KERNELS / "vec.h", KERNELS / "kv_pack.h", KERNELS / "kernels.h")
 # -fopenmp: the library binds to the libgomp PyTorch has loaded (same soname): one thread team
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp")
 FLAGS += ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma")
