@@ -4,7 +4,13 @@ A RAG answer copies runs of tokens from the documents in its prompt (names, numb
 phrases), and a looping answer repeats itself. So the tokens that followed the last earlier
 occurrence of the history's last ``n`` tokens are a cheap guess at what comes next (prompt
 lookup decoding, Saxena 2023; vLLM's and SGLang's ``ngram`` speculative mode). Longer n-grams
-are tried first: they are rarer, so a match predicts better.
+are tried first: they are rarer, so a match predicts better. For the same reason a draft is no
+longer than the match behind it, ``n`` tokens, except from the longest n-gram size, which
+proposes up to ``max_tokens``: a lone token seen before is weak evidence for a run after it,
+and each draft costs its step a row. Measured on grounded RAG answers, one stream, in one
+engine taking turns (2 vCPUs, Zen 4): on ÷ off 1.39x / 1.32x → 1.45x / 1.43x on the dev
+questions, and 0.97x / 1.08x → 1.05x / 1.14x held out, at 1.77 → 1.67 and 1.23 → 1.20
+tokens a step (fewer drafts, fewer wasted rows).
 
 The index maps every n-gram (for each n in ``sizes``) that has a token after it to the
 position of that token, the latest occurrence winning; it grows as tokens are appended, so a
@@ -56,8 +62,9 @@ class NgramDrafter:
                 self._next[tuple(toks[end - n : end])] = end
 
     def propose(self, limit: int | None = None) -> list[int]:
-        """Up to ``limit`` (default ``max_tokens``) tokens guessed to follow the history; empty
-        when no suffix of it occurred before."""
+        """Up to ``limit`` (default ``max_tokens``) tokens guessed to follow the history, no
+        more than the match's length below the longest n-gram size; empty when no suffix of
+        it occurred before."""
         k = self.config.max_tokens if limit is None else min(limit, self.config.max_tokens)
         toks = self.tokens
         if k <= 0:
@@ -67,5 +74,5 @@ class NgramDrafter:
                 continue
             at = self._next.get(tuple(toks[-n:]))
             if at is not None:
-                return toks[at : at + k]
+                return toks[at : at + (k if n == self.config.max_ngram else min(k, n))]
         return []

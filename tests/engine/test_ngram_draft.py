@@ -8,10 +8,19 @@ from engine.embedded.ngram_draft import DraftConfig, NgramDrafter
 
 
 def test_proposes_what_followed_the_suffix_before() -> None:
-    d = NgramDrafter(DraftConfig(max_tokens=3), [1, 2, 3, 4, 5, 9, 2, 3])
+    d = NgramDrafter(DraftConfig(max_tokens=3), [1, 2, 3, 4, 5, 9, 1, 2, 3])
     assert d.propose() == [4, 5, 9]
     assert d.propose(limit=2) == [4, 5]
     assert d.propose(limit=0) == []
+
+
+def test_a_draft_is_no_longer_than_its_match_below_the_longest_ngram() -> None:
+    config = DraftConfig(max_tokens=4, max_ngram=3)
+    # the trigram "1 2 3" matched: up to max_tokens
+    assert NgramDrafter(config, [1, 2, 3, 4, 5, 6, 7, 1, 2, 3]).propose() == [4, 5, 6, 7]
+    # only the bigram "2 3": two tokens; only the unigram "3": one
+    assert NgramDrafter(config, [2, 3, 4, 5, 6, 7, 9, 2, 3]).propose() == [4, 5]
+    assert NgramDrafter(config, [3, 4, 5, 6, 7, 9, 3]).propose() == [4]
 
 
 def test_longer_ngrams_win_and_the_latest_occurrence_wins() -> None:
@@ -27,7 +36,7 @@ def test_no_match_no_draft_and_min_ngram_is_respected() -> None:
     assert NgramDrafter(DraftConfig(), [1, 2, 3]).propose() == []
     # the unigram 3 occurred before, but unigrams are not tried
     assert NgramDrafter(DraftConfig(min_ngram=2), [3, 1, 2, 3]).propose() == []
-    assert NgramDrafter(DraftConfig(min_ngram=1), [3, 1, 2, 3]).propose() == [1, 2, 3]
+    assert NgramDrafter(DraftConfig(min_ngram=1), [3, 1, 2, 3]).propose() == [1]
 
 
 def test_appending_equals_building_at_once() -> None:
