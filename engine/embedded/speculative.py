@@ -31,8 +31,9 @@ class SpeculativeConfig:
 OFF = SpeculativeConfig(mode="off")
 # the engine's default: on. ``appliance bench engine --speculative`` (2 vCPUs, bfloat16,
 # SmolLM2-135M, greedy, 96 tokens; one engine switched off and on) measured decode tokens/s
-# on/off: grounded RAG one at a time 1.25x on the dev questions (1.64 tokens a step) and 1.05x
-# held out (1.30), 8 at a time 1.12x, open-ended text 1.28x alone and 1.22x 8 at a time
+# on/off: grounded RAG one at a time 1.43x on the dev questions (1.67 tokens a step) and 1.03x
+# held out (1.20), 8 at a time 1.00x, open-ended text 1.22x alone and 1.02x 8 at a time
+# (Zen 4, 2026-12-05: no row slower, and greedy texts the same in every row)
 DEFAULT = SpeculativeConfig(mode="ngram")
 
 
