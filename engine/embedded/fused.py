@@ -121,7 +121,7 @@ class FusedLlama:
         self.rotary = inner.rotary_emb
         self.norm = inner.norm.weight
         self.eps = float(getattr(cfg, "rms_norm_eps", 1e-6))
-        # small steps' linears natively where the weights are prepacked anyway (bfloat16)
+        # the native linear where the weights are prepacked anyway (bfloat16)
         self.gemv = NativeGemv(kernels.library) if pack and kernels is not None and bf16 else None
         # whether every linear below runs on the GEMV (off where ``calibrate.gemv_wins`` finds
         # oneDNN faster); shared by them all

@@ -34,7 +34,7 @@ class GemvSwitch:
 
 
 class NativeGemv:
-    """Packs weights for, and runs, the native small-batch linear (bfloat16 only)."""
+    """Packs weights for, and runs, the native linear (bfloat16 only)."""
 
     def __init__(self, library: Path) -> None:
         lib = ctypes.CDLL(str(library))

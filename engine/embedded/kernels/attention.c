@@ -158,9 +158,11 @@ static inline void prefetch_row(const bf16 *p, int D) {
 #define KEY_AT(shared_row, own_row, j) \
     (((j) < split ? (shared_row) : (own_row)) + (int64_t)(j) * D)
 
-/* The first `rows` queries (rows <= ROWS) over one row's own keys, read in place (row-major
- * [own, D]: no repacking, which would cost as much as the read for so few queries). Scores
- * go to sbuf ([ROWS][own] floats), then one softmax pass and one pass over the values. */
+/* The first `rows` queries (rows <= ROWS) over one row's keys 0 .. own - 1, read in place
+ * (row-major [own, D]: no repacking, which would cost as much as the read for so few
+ * queries); keys below `split` from k0/v0, the same positions of the row that holds the
+ * shared prefix. Scores go to sbuf ([ROWS][own] floats), then one softmax pass and one pass
+ * over the values. */
 static inline __attribute__((always_inline)) void own_keys(
     const bf16 *const qrow[ROWS], const int rows, const bf16 *k0, const bf16 *v0, int split,
     const bf16 *k, const bf16 *v, int own, float scale_log2, const int D, float *sbuf,
