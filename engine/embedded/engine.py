@@ -26,7 +26,7 @@ from engine.embedded.attention import NATIVE_PREFILL, run_step
 from engine.embedded.attention import install as install_pool_attention
 from engine.embedded.calibrate import gemv_wins, prefill_route
 from engine.embedded.fused import FusedLlama, fusable
-from engine.embedded.heap import keep_freed_memory
+from engine.embedded.heap import keep_freed_memory, release_free_memory
 from engine.embedded.kv_pool import KVPool, reserved_positions
 from engine.embedded.linear import packing_available, packing_helps_drafts
 from engine.embedded.native import cpu_flags, load_native_kernels
@@ -150,7 +150,11 @@ class EmbeddedEngine:
                 if calibrate:
                     shapes = (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers)
                     shapes += (cfg.vocab_size, cfg.num_attention_heads, cfg.num_key_value_heads)
-                    gemv_wins(runner.run_linears, runner.gemv_switch, shapes)
+                    if gemv_wins(runner.run_linears, runner.gemv_switch, shapes):
+                        # settled for this process: oneDNN's copies of those weights are idle
+                        freed = runner.drop_onednn_copies()
+                        release_free_memory()
+                        log.info("freed oneDNN's weight copies: %.0f MB", freed / 2**20)
                 if runner.gemv_switch.on:
                     one_call = ", decode steps in one native call" if runner.native_step else ""
                     weights += f" (native GEMV for every step{one_call})"

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from engine.embedded.attention import StepPlan, advance, attend, positions
 from engine.embedded.decode_step import NativeDecodeStep, runs_natively
 from engine.embedded.gemv import GemvSwitch, NativeGemv
-from engine.embedded.linear import make_linear
+from engine.embedded.linear import GemvLinear, make_linear
 from engine.embedded.native import NativeKernels
 
 FUSABLE_TYPES = frozenset({"llama", "mistral", "qwen2"})
@@ -83,6 +83,15 @@ class _Layer:
         self.norm_in = layer.input_layernorm.weight
         self.norm_post = layer.post_attention_layernorm.weight
         self.scale = float(attn.scaling)
+
+
+def _drop(linear: object) -> int:
+    """Free a GEMV linear's oneDNN copy; about its bytes (the weight's: oneDNN's blocked
+    tensor does not show its storage), 0 for any other linear."""
+    if not isinstance(linear, GemvLinear) or linear.packed is None:
+        return 0
+    linear.drop_fallback()
+    return linear.panels.numel() * linear.panels.element_size()
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -168,6 +177,15 @@ class FusedLlama:
             return self.kernels.silu_mul(gate_up)
         gate, up = gate_up.chunk(2, dim=-1)
         return F.silu(gate) * up
+
+    def drop_onednn_copies(self) -> int:
+        """Free oneDNN's copies of the weights that also run on the GEMV, once the engine has
+        settled on the GEMV (``gemv_switch.on`` for good); returns the bytes freed."""
+        freed = 0
+        for layer in self.layers:
+            for linear in (layer.qkv, layer.o, layer.gate_up, layer.down):
+                freed += _drop(linear)
+        return freed + _drop(self.lm_head)
 
     @torch.inference_mode()
     def run_linears(self, rows: int) -> None:

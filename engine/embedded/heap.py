@@ -65,3 +65,16 @@ def _apply() -> bool:
     if not ok:
         log.info("malloc settings not applied: mallopt refused them")
     return ok
+
+
+def release_free_memory() -> bool:
+    """Hand the heap's free pages back to the kernel now (glibc's ``malloc_trim``): after a
+    one-time release at start, such as weight copies the engine no longer needs, which the
+    trim threshold above would otherwise keep mapped. False where the C library has none."""
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return False
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    trim(0)
+    return True

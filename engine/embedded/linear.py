@@ -85,8 +85,8 @@ def make_linear(
 
 class GemvLinear:
     """A linear on the native GEMV's panels while ``switch.on``, else on oneDNN's prepacked
-    copy. ``panels`` and ``bias`` are public: the native decode step (``decode_step.py``)
-    runs the same product on them without a call per linear."""
+    copy (until ``drop_fallback``). ``panels`` and ``bias`` are public: the native decode step
+    (``decode_step.py``) runs the same product on them without a call per linear."""
 
     def __init__(
         self,
@@ -96,11 +96,23 @@ class GemvLinear:
         packed: torch.Tensor,
         switch: GemvSwitch,
     ) -> None:
-        self.gemv, self.packed, self.bias, self.switch = gemv, packed, bias, switch
+        self.gemv, self.bias, self.switch = gemv, bias, switch
+        self.packed: torch.Tensor | None = packed
         self.panels, self.outputs = gemv.pack(weight), weight.shape[0]
 
+    def drop_fallback(self) -> None:
+        """Free oneDNN's copy (the weight's size again) once the engine has settled on the
+        GEMV for good; the linear then refuses to run with ``switch`` off."""
+        if not self.switch.on:
+            raise RuntimeError("linear: oneDNN's copy is in use (the GEMV is switched off)")
+        self.packed = None
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.switch.on or not x.shape[0]:
+        if not self.switch.on:
+            if self.packed is None:
+                raise RuntimeError("linear: the GEMV is switched off and oneDNN's copy is freed")
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        if not x.shape[0]:
+            return x.new_empty((0, self.outputs))
         y = self.gemv(x, self.panels, self.outputs)
         return y if self.bias is None else y.add_(self.bias)

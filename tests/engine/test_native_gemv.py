@@ -95,3 +95,28 @@ def test_make_linear_runs_steps_of_every_size_natively_while_switched_on(
     switch.on = True
     odd = make_linear(torch.randn(48, 96).bfloat16(), None, True, gemv, switch)
     assert odd(torch.randn(2, 96).bfloat16()).shape == (2, 48) and calls == list(sizes)
+
+
+@pytest.mark.skipif(not packing_available(torch.bfloat16), reason="no prepacked linears here")
+def test_onednn_copy_is_dropped_only_while_the_gemv_runs(gemv: NativeGemv) -> None:
+    """Once the engine settles on the GEMV it frees oneDNN's copy of each weight: the linear
+    still computes the same, and can no longer be switched back."""
+    from engine.embedded.linear import GemvLinear
+
+    torch.manual_seed(4)
+    w = torch.randn(64, 96).bfloat16()
+    x = torch.randn(5, 96).bfloat16()
+    switch = GemvSwitch(on=False)
+    linear = make_linear(w, None, True, gemv, switch)
+    assert isinstance(linear, GemvLinear)
+    with pytest.raises(RuntimeError, match="in use"):
+        linear.drop_fallback()  # oneDNN's copy is what runs now
+    switch.on = True
+    before = linear(x)
+    linear.drop_fallback()
+    assert linear.packed is None
+    assert torch.equal(linear(x), before)
+    assert linear(x[:0]).shape == (0, 64)
+    switch.on = False
+    with pytest.raises(RuntimeError, match="freed"):
+        linear(x)
