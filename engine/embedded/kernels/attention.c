@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h" /* its own prototypes, checked against the definitions */
 #include "kv_pack.h"
 #include "vec.h"
 

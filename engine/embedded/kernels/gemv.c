@@ -23,6 +23,7 @@
 #include <omp.h>
 #include <stdint.h>
 
+#include "kernels.h" /* its own prototypes, checked against the definitions */
 #include "vec.h"
 
 #define PANEL 16 /* outputs per panel: one fp32 vector */

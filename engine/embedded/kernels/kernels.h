@@ -1,4 +1,5 @@
-/* The kernels' entry points, for the ones that call others (decode_step.c). Each is defined
+/* The kernels' entry points, for the ones that call others (decode_step.c); each file that
+ * defines one includes this too, so the compiler checks the two agree. Each is defined
  * and documented in its own file: attention.c, pointwise.c, gemv.c. */
 #ifndef APPLIANCE_KERNELS_KERNELS_H
 #define APPLIANCE_KERNELS_KERNELS_H

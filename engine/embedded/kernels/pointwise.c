@@ -15,6 +15,7 @@
 #include <omp.h>
 #include <stdint.h>
 
+#include "kernels.h" /* its own prototypes, checked against the definitions */
 #include "vec.h"
 
 #define PARALLEL_ROWS 64 /* fewer rows than this run on the calling thread */
