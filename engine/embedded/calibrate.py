@@ -62,14 +62,22 @@ def time_each(options: dict[str, Callable[[], object]], reps: int = REPS) -> dic
     return {name: sorted(ts)[len(ts) // 2] for name, ts in runs.items()}
 
 
-def fastest(what: str, options: dict[str, Callable[[], object]]) -> str:
-    """The name of the fastest option (``time_each``); logs every median."""
-    medians = time_each(options)
+def logged_medians(
+    what: str, options: dict[str, Callable[[], object]], reps: int = REPS
+) -> dict[str, float]:
+    """``time_each``'s medians, logged under ``what``."""
+    medians = time_each(options, reps)
     log.info(
         "calibration, %s: %s",
         what,
         ", ".join(f"{name} {s * 1e3:.2f} ms" for name, s in medians.items()),
     )
+    return medians
+
+
+def fastest(what: str, options: dict[str, Callable[[], object]]) -> str:
+    """The name of the fastest option (``time_each``); logs every median."""
+    medians = logged_medians(what, options)
     return min(medians, key=medians.__getitem__)
 
 
@@ -134,11 +142,7 @@ def gemv_wins(run_linears: Callable[[int], None], switch: GemvSwitch, key: tuple
 
         options = {"gemv": lambda: mix(True), "onednn": lambda: mix(False)}
         # fewer rounds: one mix is ~0.1 s, and the two sides differ by 10-40% where measured
-        medians = time_each(options, reps=3)
-        log.info(
-            "calibration, linears of steps of %s rows: gemv %.2f ms, onednn %.2f ms",
-            LINEAR_STEPS, medians["gemv"] * 1e3, medians["onednn"] * 1e3,
-        )  # fmt: skip
+        medians = logged_medians(f"linears of steps of {LINEAR_STEPS} rows", options, reps=3)
         _memo[memo_key] = medians["onednn"] >= ONEDNN_EDGE * medians["gemv"]
     wins = _memo[memo_key]
     assert isinstance(wins, bool)
