@@ -14,6 +14,9 @@ inflated speculation's gain (fewer steps) from 1.23x to 1.44x on the dev row. Wo
 - open-ended prompts that copy little (poems, stories), one at a time and 8 at a time.
 Decode tokens/s is completion tokens after the first over the time after the first token,
 summed over the requests. The acceptance rate is accepted drafts over drafted tokens.
+Ceiling: the tokens a step no prompt-lookup drafter with these n-gram sizes and draft length
+can beat on the speculation-off answers (every earlier occurrence tried, for free:
+``spec_ceiling.py``); with drafts costing time, the on/off ratio stays below it.
 Bandwidth: 8 distinct short prompts decoding together (the 8-distinct column of ``appliance
 bench engine``), spec off: bytes one decode step must read (weights plus each row's KV, once)
 times steps per second, as a share of a 1 GiB streaming read on the same threads.
@@ -28,10 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from appliance.bench.spec_bandwidth import measured_read_limit, step_bytes
+from appliance.bench.spec_ceiling import lookup_ceiling
 from appliance.bench.table import render, yes
 from appliance.core.config import SAMPLE_CORPUS, ChatConfig
 from engine.base import Finished, GenerateRequest, SamplingParams, TextDelta
 from engine.embedded.engine import EmbeddedEngine
+from engine.embedded.ngram_draft import DraftConfig
 from engine.embedded.speculative import OFF, SpeculativeConfig
 
 SPEEDUP_TARGET = 1.5
@@ -54,6 +59,8 @@ class Run:
     decode_s: float  # after the first token
     drafted: int
     accepted: int
+    prompt_ids: list[int]
+    answer_ids: list[int]  # the answer re-tokenised (the lookup ceiling's input)
 
 
 def rag_prompts(limit: int, questions: str = "qa.json") -> list[tuple[tuple[str, str], ...]]:
@@ -92,6 +99,8 @@ def _run(engine: EmbeddedEngine, messages, sampling: SamplingParams) -> Run:  # 
         max(0.0, final.e2e_s - final.ttft_s),
         getattr(final, "spec_draft_tokens", 0),
         getattr(final, "spec_accepted_tokens", 0),
+        engine.encode(engine.render_chat(messages)),
+        engine.encode(text),
     )
 
 
@@ -124,6 +133,17 @@ class Side:
         speculation saves in forward passes, whatever the machine's load."""
         tokens = sum(max(0, r.tokens - 1) for r in self.runs)
         steps = tokens - sum(r.accepted for r in self.runs)
+        return tokens / steps if steps else 1.0
+
+    def ceiling(self, draft: DraftConfig) -> float:
+        """Tokens a decode step that any prompt-lookup drafter of ``draft``'s sizes could
+        reach on these answers (``spec_ceiling.py``); the first token, from the prompt's
+        step, is history."""
+        tokens = steps = 0
+        for r in self.runs:
+            head, rest = r.answer_ids[:1], r.answer_ids[1:]
+            t, s = lookup_ceiling(r.prompt_ids + head, rest, draft.max_tokens, draft.max_ngram)
+            tokens, steps = tokens + t, steps + s
         return tokens / steps if steps else 1.0
 
     @property
@@ -221,14 +241,15 @@ def run_spec_bench(
                 f"{ratio:.2f}x",
                 f"{b.acceptance:.2f}",
                 f"{b.per_step:.2f}",
+                f"{a.ceiling(spec.draft):.2f}",
                 f"{same}/{len(a.runs)}",
                 target,
                 met,
             )
         )
     headers = (
-        "workload", "off tok/s", "on tok/s", "on/off", "acceptance", "tok/step", "same text",
-        "target", "met",
+        "workload", "off tok/s", "on tok/s", "on/off", "acceptance", "tok/step", "ceiling",
+        "same text", "target", "met",
     )  # fmt: skip
     gb = 1e9
     bandwidth = (
