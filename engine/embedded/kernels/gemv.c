@@ -28,6 +28,17 @@
 
 #define PANEL 16 /* outputs per panel: one fp32 vector */
 #define ROWS 8   /* rows per pass over a block */
+/* From PREFETCH_ROWS rows on, each pass asks for its panels' lines AHEAD k pairs (cache
+ * lines) ahead. The hardware prefetcher keeps one row's pass at the memory's rate, but with
+ * more products per line it falls behind: on a 2-vCPU Zen 5 VM the 30 layers' linears of
+ * SmolLM2-135M plus its head took 6.1 / 7.6 / 8.8 ms for 1 / 3 / 8 rows without, and 6.2 /
+ * 6.7 / 7.0 ms with (at 1 and 2 rows the prefetches only cost issue slots) */
+#ifndef AHEAD
+#define AHEAD 32
+#endif
+#ifndef PREFETCH_ROWS
+#define PREFETCH_ROWS 3
+#endif
 
 int gemv_pack(const bf16 *w, int n, int k, bf16 *wp) {
     if (n <= 0 || n % (2 * PANEL) || k <= 0 || k % 2) return -1;
@@ -48,6 +59,10 @@ static inline __attribute__((always_inline)) void block_rows(const bf16 *x, int6
     __m512 acc[ROWS][2];
     for (int m = 0; m < R; m++) acc[m][0] = acc[m][1] = _mm512_setzero_ps();
     for (int p = 0; p < pairs; p++) {
+        if (R >= PREFETCH_ROWS) {
+            _mm_prefetch((const char *)(a + (int64_t)(p + AHEAD) * 2 * PANEL), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + (int64_t)(p + AHEAD) * 2 * PANEL), _MM_HINT_T0);
+        }
         const __m512bh wa = (__m512bh)_mm512_loadu_si512(a + (int64_t)p * 2 * PANEL);
         const __m512bh wb = (__m512bh)_mm512_loadu_si512(b + (int64_t)p * 2 * PANEL);
         for (int m = 0; m < R; m++) {
