@@ -116,13 +116,15 @@ def test_decode_matches_float32_attention(
         ([0, 0, 0, 0, 0], [600, 601, 602, 603, 604], 0),  # one stream, its token and 4 drafts
         ([0, 1, 2, 0, 0, 2], [700, 650, 720, 701, 702, 721], 512),  # a batch, two with drafts
         ([1, 0, 1], [9, 40, 10], 0),  # queries in any row order
+        ([2, 0, 0, 0, 0, 0, 0, 0], [33, 16, 17, 18, 19, 20, 21, 22], 0),  # 7 on one row
     ],
 )
 def test_decode_queries_read_their_own_rows(
     kernel: NativeKernels, slots: list[int], lengths: list[int], shared: int
 ) -> None:
     """Speculative drafts run as decode queries on their request's row (``slots``), each
-    seeing the keys up to itself: the same as float32 attention over that row."""
+    seeing the keys up to itself: the same as float32 attention over that row, and bit for bit
+    the same as the query decoded alone (the kernel reads a row's queries together)."""
     torch.manual_seed(len(slots) + shared)
     hq, hkv, dim, rows = 9, 3, 64, max(slots) + 2
     keys = torch.randn(rows, hkv, max(lengths) + 30, dim).to(torch.bfloat16)
@@ -138,6 +140,10 @@ def test_decode_queries_read_their_own_rows(
     for i, (slot, length) in enumerate(zip(slots, lengths, strict=True)):
         ref = _reference(q[i].unsqueeze(1), keys[slot], values[slot], length - 1)[0]
         assert (out[i].float() - ref).abs().max() < 0.03, i
+        alone = torch.empty_like(out[i : i + 1])
+        one = torch.tensor([length], dtype=torch.int32)
+        kernel.decode(q[i : i + 1], keys, values, one, 0, alone, dim**-0.5, at[i : i + 1])
+        assert torch.equal(out[i : i + 1], alone), i
     for row in (-1, len(keys)):  # a row outside the pool is refused, and nothing is written
         bad = torch.tensor([row] + slots[1:], dtype=torch.int32)
         before = out.clone()

@@ -19,7 +19,11 @@
  * flash attention, so no score matrix is stored beyond one tile. K and V are first repacked
  * into the pair-interleaved ("VNNI") layouts the instruction reads, zero-padded to whole key
  * blocks. Decode reads each row's keys and values in place (`own_keys`: a repack would cost as
- * much as the read for so few queries), with one row of scores per query.
+ * much as the read for so few queries), with one row of scores per query. Its queries are
+ * grouped by pool row: a request's pending token and its drafts read the row's keys in one
+ * pass, each only up to itself (a draft's attention had cost as much as its request's: on
+ * SmolLM2-135M's heads over 1,500 keys, 2 vCPUs of a Zen 5 VM, a layer took 28 / 85 us for
+ * 0 / 4 drafts, and 25 / 55 us so).
  *
  * Layouts (element strides; the innermost dimension of every tensor is contiguous):
  *   q[i, h, d]   at q + i * q_row + h * q_head
@@ -44,6 +48,7 @@
 
 #define KEYS 64 /* keys per block: four 16-lane vectors */
 #define ROWS 6  /* query rows per tile */
+#define DEC_ROWS 6 /* query rows of one decode item (a request's queries x a KV head's heads) */
 
 #define MAX_D 128
 #define PREFETCH 16 /* keys ahead: the row comes from memory (10% faster on 8 rows of 1,600 keys) */
@@ -159,85 +164,143 @@ static inline void prefetch_row(const bf16 *p, int D) {
 #define KEY_AT(shared_row, own_row, j) \
     (((j) < split ? (shared_row) : (own_row)) + (int64_t)(j) * D)
 
-/* The first `rows` queries (rows <= ROWS) over one row's keys 0 .. own - 1, read in place
- * (row-major [own, D]: no repacking, which would cost as much as the read for so few
- * queries); keys below `split` from k0/v0, the same positions of the row that holds the
- * shared prefix. Scores go to sbuf ([ROWS][own] floats), then one softmax pass and one pass
- * over the values. */
+/* lane t of the result: the sum of a[t]'s 16 lanes, by a transposing tree (45 operations for
+ * the 16 sums, where a horizontal sum takes about 8 for each) */
+static inline __m512 sum16(const __m512 a[16]) {
+    __m512 b[8], c[4], d[2];
+    for (int i = 0; i < 8; i++) /* per 128-bit lane: pairs of partial sums of a[2i], a[2i+1] */
+        b[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                             _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    for (int i = 0; i < 4; i++) { /* per 128-bit lane: that lane's sums of a[4i] .. a[4i+3] */
+        const __m512d x = _mm512_castps_pd(b[2 * i]), y = _mm512_castps_pd(b[2 * i + 1]);
+        c[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+    }
+    for (int i = 0; i < 2; i++) /* 128-bit lanes L0+L1 and L2+L3 of c[2i], then of c[2i+1] */
+        d[i] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], 0xDD));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(d[0], d[1], 0x88),
+                         _mm512_shuffle_f32x4(d[0], d[1], 0xDD));
+}
+
+/* Query rows qrow[0 .. rows - 1] (rows <= DEC_ROWS) of one pool row, row r over its keys
+ * 0 .. lim[r] - 1 (own: the largest lim), read in place (row-major [own, D]: no repacking,
+ * which would cost as much as the read for so few queries); keys below `split` from k0/v0,
+ * the same positions of the row that holds the shared prefix. Row r's output, normalised, goes
+ * to orow[r]. The rows are a request's pending token and its drafts, each for the query heads
+ * of one KV head: one read of the keys and values serves them all.
+ *
+ * Invariant: a row's arithmetic is the same whatever other rows share the call (its scores
+ * in blocks of 16 keys from key 0, its softmax and its value sums in key order, skipping
+ * nothing but keys past its own limit): a query's output never depends on the company. */
 static inline __attribute__((always_inline)) void own_keys(
-    const bf16 *const qrow[ROWS], const int rows, const bf16 *k0, const bf16 *v0, int split,
-    const bf16 *k, const bf16 *v, int own, float scale_log2, const int D, float *sbuf,
-    part_t *st) {
+    const bf16 *const qrow[DEC_ROWS], bf16 *const orow[DEC_ROWS], const int lim[DEC_ROWS],
+    const int rows, const bf16 *k0, const bf16 *v0, int split, const bf16 *k, const bf16 *v,
+    int own, float scale_log2, const int D, float *sbuf) {
     const int halves = D / 32, nv = D / 16;
-    __m512bh qv[ROWS][MAX_D / 32];
-    float mx[ROWS];
+    __m512bh qv[DEC_ROWS][MAX_D / 32];
+    __m512 vmax[DEC_ROWS];
     for (int r = 0; r < rows; r++) {
         for (int h = 0; h < halves; h++)
             qv[r][h] = (__m512bh)_mm512_loadu_si512(qrow[r] + h * 32);
-        mx[r] = -INFINITY;
+        vmax[r] = _mm512_set1_ps(-INFINITY);
     }
-    for (int j = 0; j < own; j++) {
-        /* the row is read once, from memory: ask for its keys ahead of use */
-        prefetch_row(KEY_AT(k0, k, j + PREFETCH), D);
-        const bf16 *kj = KEY_AT(k0, k, j);
-        __m512bh kh[MAX_D / 32];
-        for (int h = 0; h < halves; h++) kh[h] = (__m512bh)_mm512_loadu_si512(kj + h * 32);
+    /* scores, 16 keys at a time: per row, 16 dot products' partial vectors summed into one
+     * vector of 16 scores (sum16); the keys come from memory once, the other rows find them
+     * in cache */
+    for (int j0 = 0; j0 < own; j0 += 16) {
+        for (int t = 0; t < 16; t++) prefetch_row(KEY_AT(k0, k, j0 + PREFETCH + t), D);
+        /* a whole block on one side of `split` reads its keys from one base */
+        const bf16 *base = j0 + 16 <= split ? k0 : (j0 >= split ? k : NULL);
         for (int r = 0; r < rows; r++) {
-            __m512 acc = _mm512_setzero_ps();
-            for (int h = 0; h < halves; h++) acc = _mm512_dpbf16_ps(acc, qv[r][h], kh[h]);
-            const float sc = _mm512_reduce_add_ps(acc) * scale_log2;
-            sbuf[r * own + j] = sc;
-            mx[r] = sc > mx[r] ? sc : mx[r];
+            const int cnt = lim[r] - j0 < 16 ? lim[r] - j0 : 16;
+            if (cnt <= 0) continue;
+            __m512 acc[16];
+            if (cnt == 16 && base) {
+                const bf16 *kb = base + (int64_t)j0 * D;
+#pragma GCC unroll 16
+                for (int t = 0; t < 16; t++) {
+                    acc[t] = _mm512_dpbf16_ps(_mm512_setzero_ps(), qv[r][0],
+                                              (__m512bh)_mm512_loadu_si512(kb + t * D));
+                    for (int h = 1; h < halves; h++)
+                        acc[t] = _mm512_dpbf16_ps(
+                            acc[t], qv[r][h], (__m512bh)_mm512_loadu_si512(kb + t * D + h * 32));
+                }
+            } else {
+                for (int t = 0; t < 16; t++) {
+                    acc[t] = _mm512_setzero_ps();
+                    if (t < cnt) {
+                        const bf16 *kj = KEY_AT(k0, k, j0 + t);
+                        for (int h = 0; h < halves; h++)
+                            acc[t] = _mm512_dpbf16_ps(
+                                acc[t], qv[r][h], (__m512bh)_mm512_loadu_si512(kj + h * 32));
+                    }
+                }
+            }
+            const __mmask16 live = cnt == 16 ? 0xFFFF : (__mmask16)((1u << cnt) - 1);
+            const __m512 sc = _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale_log2));
+            _mm512_mask_storeu_ps(sbuf + r * own + j0, live, sc);
+            vmax[r] = _mm512_mask_max_ps(vmax[r], live, vmax[r], sc);
         }
     }
+    float l[DEC_ROWS];
     for (int r = 0; r < rows; r++) {
-        const __m512 mn = _mm512_set1_ps(mx[r]);
+        const __m512 mn = _mm512_set1_ps(_mm512_reduce_max_ps(vmax[r]));
         __m512 sum = _mm512_setzero_ps();
         float *row = sbuf + r * own;
-        for (int j = 0; j < own; j += 16) {
-            const __mmask16 live = own - j >= 16 ? 0xFFFF : (__mmask16)((1u << (own - j)) - 1);
+        for (int j = 0; j < lim[r]; j += 16) {
+            const __mmask16 live =
+                lim[r] - j >= 16 ? 0xFFFF : (__mmask16)((1u << (lim[r] - j)) - 1);
             __m512 e = exp2_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(live, row + j), mn));
             e = _mm512_maskz_mov_ps(live, e);
             _mm512_mask_storeu_ps(row + j, live, e);
             sum = _mm512_add_ps(sum, e);
         }
-        st->m[r] = mx[r];
-        st->l[r] = _mm512_reduce_add_ps(sum);
+        l[r] = _mm512_reduce_add_ps(sum);
     }
-    __m512 o[ROWS][MAX_D / 16];
+    __m512 o[DEC_ROWS][MAX_D / 16];
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < nv; c++) o[r][c] = _mm512_setzero_ps();
-    for (int j = 0; j < own; j++) {
-        prefetch_row(KEY_AT(v0, v, j + PREFETCH), D);
-        const bf16 *vj = KEY_AT(v0, v, j);
-        __m512 vf[MAX_D / 16];
-        for (int c = 0; c < nv; c++)
-            vf[c] = _mm512_cvtpbh_ps((__m256bh)_mm256_loadu_si256((const __m256i *)(vj + c * 16)));
-        for (int r = 0; r < rows; r++) {
-            const __m512 pj = _mm512_set1_ps(sbuf[r * own + j]);
-            for (int c = 0; c < nv; c++) o[r][c] = _mm512_fmadd_ps(pj, vf[c], o[r][c]);
-        }
+    int common = own; /* keys every row sees: no per-row test below it */
+    for (int r = 0; r < rows; r++) common = lim[r] < common ? lim[r] : common;
+    /* key j's value into every row that sees it (`skip`: a row that does not) */
+#define VALUE_STEP(skip)                                                                   \
+    {                                                                                      \
+        prefetch_row(KEY_AT(v0, v, j + PREFETCH), D);                                      \
+        const bf16 *vj = KEY_AT(v0, v, j);                                                 \
+        __m512 vf[MAX_D / 16];                                                             \
+        for (int c = 0; c < nv; c++)                                                       \
+            vf[c] = _mm512_cvtpbh_ps(                                                      \
+                (__m256bh)_mm256_loadu_si256((const __m256i *)(vj + c * 16)));             \
+        for (int r = 0; r < rows; r++) {                                                   \
+            if (skip) continue;                                                            \
+            const __m512 pj = _mm512_set1_ps(sbuf[r * own + j]);                           \
+            for (int c = 0; c < nv; c++) o[r][c] = _mm512_fmadd_ps(pj, vf[c], o[r][c]);    \
+        }                                                                                  \
     }
-    for (int r = 0; r < ROWS; r++) {
-        if (r >= rows) {
-            st->m[r] = -INFINITY;
-            st->l[r] = 0.0f;
-            continue;
-        }
-        for (int c = 0; c < nv; c++) _mm512_storeu_ps(st->o[r] + c * 16, o[r][c]);
+    int j = 0;
+    for (; j < common; j++) VALUE_STEP(0)
+    for (; j < own; j++) VALUE_STEP(j >= lim[r])
+#undef VALUE_STEP
+    for (int r = 0; r < rows; r++) {
+        const __m512 inv = _mm512_set1_ps(1.0f / l[r]);
+        for (int c = 0; c < nv; c++)
+            _mm256_storeu_si256((__m256i *)(orow[r] + c * 16),
+                                (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(o[r][c], inv)));
     }
 }
 
-/* own_keys with the query count and head_dim as compile-time constants */
-static void own_keys_any(const bf16 *const qrow[ROWS], int rows, const bf16 *k0, const bf16 *v0,
+/* own_keys with head_dim, and a few row counts, as compile-time constants */
+static void own_keys_any(const bf16 *const qrow[DEC_ROWS], bf16 *const orow[DEC_ROWS],
+                         const int lim[DEC_ROWS], int rows, const bf16 *k0, const bf16 *v0,
                          int split, const bf16 *k, const bf16 *v, int own, float scale_log2,
-                         int D, float *sbuf, part_t *st) {
-#define OWN_CASE(R)                                                                  \
-    case R:                                                                          \
-        if (D == 64)                                                                 \
-            own_keys(qrow, R, k0, v0, split, k, v, own, scale_log2, 64, sbuf, st);   \
-        else                                                                         \
-            own_keys(qrow, R, k0, v0, split, k, v, own, scale_log2, 128, sbuf, st);  \
+                         int D, float *sbuf) {
+#define OWN_CASE(R)                                                                        \
+    case R:                                                                                \
+        if (D == 64)                                                                       \
+            own_keys(qrow, orow, lim, R, k0, v0, split, k, v, own, scale_log2, 64, sbuf);  \
+        else                                                                               \
+            own_keys(qrow, orow, lim, R, k0, v0, split, k, v, own, scale_log2, 128, sbuf); \
         break;
     switch (rows) {
         OWN_CASE(1)
@@ -247,9 +310,11 @@ static void own_keys_any(const bf16 *const qrow[ROWS], int rows, const bf16 *k0,
         OWN_CASE(5)
         default:
             if (D == 64)
-                own_keys(qrow, ROWS, k0, v0, split, k, v, own, scale_log2, 64, sbuf, st);
+                own_keys(qrow, orow, lim, DEC_ROWS, k0, v0, split, k, v, own, scale_log2, 64,
+                         sbuf);
             else
-                own_keys(qrow, ROWS, k0, v0, split, k, v, own, scale_log2, 128, sbuf, st);
+                own_keys(qrow, orow, lim, DEC_ROWS, k0, v0, split, k, v, own, scale_log2, 128,
+                         sbuf);
     }
 #undef OWN_CASE
 }
@@ -329,35 +394,86 @@ int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k
     if (n == 1) shared = 0; /* nothing to share */
     const int D = head_dim, group = hq / hkv;
     const float scale_log2 = scale * 1.4426950408889634f;
-    const int threads = clamp_threads(n_threads, n * hkv);
+    /* the queries grouped by pool row (a request's pending token, then its drafts), groups in
+     * order of first appearance; without slots every query is a group of its own */
+    int *member = malloc(sizeof(int) * (3 * (size_t)n + 1));
+    int *group_of = slots ? calloc((size_t)pool_rows, sizeof(int)) : NULL;
+    if (!member || (slots && !group_of)) {
+        free(member);
+        free(group_of);
+        return -1;
+    }
+    int *start = member + n, *count = start + n + 1, groups = 0;
+    for (int r = 0; r < n; r++) {
+        const int gi = group_of ? group_of[slots[r]] - 1 : -1;
+        if (gi >= 0) {
+            count[gi]++;
+            continue;
+        }
+        if (group_of) group_of[slots[r]] = groups + 1;
+        count[groups++] = 1;
+    }
+    start[0] = 0;
+    for (int gi = 0; gi < groups; gi++) start[gi + 1] = start[gi] + count[gi];
+    for (int gi = 0; gi < groups; gi++) count[gi] = 0;
+    for (int r = 0, next = 0; r < n; r++) {
+        const int gi = group_of ? group_of[slots[r]] - 1 : next++;
+        member[start[gi] + count[gi]++] = r;
+    }
+    free(group_of);
+    /* an item: up to DEC_ROWS (query, head) rows of one group and one KV head, whole queries
+     * where a KV head's query heads fit */
+    const int per = group <= DEC_ROWS ? DEC_ROWS / group * group : DEC_ROWS;
+    int items = 0;
+    for (int gi = 0; gi < groups; gi++) items += hkv * ((count[gi] * group + per - 1) / per);
+    int *item_at = malloc(sizeof(int) * 3 * (size_t)items);
+    const int threads = clamp_threads(n_threads, items);
     /* allocated up front: a parallel region cannot fail half-way */
-    float *scores = malloc(sizeof(float) * ROWS * (size_t)longest * threads);
-    if (!scores) return -1;
+    float *scores = malloc(sizeof(float) * DEC_ROWS * (size_t)longest * threads);
+    if (!item_at || !scores) {
+        free(member);
+        free(item_at);
+        free(scores);
+        return -1;
+    }
+    for (int gi = 0, i = 0; gi < groups; gi++)
+        for (int g = 0; g < hkv; g++)
+            for (int off = 0; off < count[gi] * group; off += per, i++) {
+                item_at[3 * i] = gi;
+                item_at[3 * i + 1] = g;
+                item_at[3 * i + 2] = off;
+            }
 #pragma omp parallel num_threads(threads)
     {
-        float *sbuf = scores + (int64_t)omp_get_thread_num() * ROWS * longest;
-        /* one item: the queries of one KV head's group, of one query; the shared prefix is
-         * read from pool row 0, where it stays in cache for the other rows' items */
+        float *sbuf = scores + (int64_t)omp_get_thread_num() * DEC_ROWS * longest;
+        /* the shared prefix is read from pool row 0, where it stays in cache for the other
+         * rows' items */
 #pragma omp for schedule(static, 1)
-        for (int item = 0; item < n * hkv; item++) {
-            const int r = item / hkv, g = item % hkv;
-            const int64_t slot = slots ? slots[r] : r, head = (int64_t)g * kv_head;
-            for (int i0 = 0; i0 < group; i0 += ROWS) {
-                const bf16 *qrow[ROWS];
-                const int rows = group - i0 < ROWS ? group - i0 : ROWS;
-                for (int i = 0; i < ROWS; i++)
-                    qrow[i] = i < rows
-                                  ? q + (int64_t)r * q_row + (int64_t)(g * group + i0 + i) * q_head
-                                  : NULL;
-                part_t st;
-                own_keys_any(qrow, rows, k + head, v + head, shared, k + slot * kv_slot + head,
-                             v + slot * kv_slot + head, lengths[r], scale_log2, D, sbuf, &st);
-                for (int i = 0; i < rows; i++)
-                    store_row(&st, i,
-                              out + (int64_t)r * o_row + (int64_t)(g * group + i0 + i) * o_head, D);
+        for (int item = 0; item < items; item++) {
+            const int gi = item_at[3 * item], g = item_at[3 * item + 1];
+            const int off = item_at[3 * item + 2];
+            const int total = count[gi] * group;
+            const int rows = total - off < per ? total - off : per;
+            const int first = member[start[gi]];
+            const int64_t slot = slots ? slots[first] : first, head = (int64_t)g * kv_head;
+            const bf16 *qrow[DEC_ROWS];
+            bf16 *orow[DEC_ROWS];
+            int lim[DEC_ROWS], own = 0;
+            for (int i = 0; i < rows; i++) {
+                const int r = member[start[gi] + (off + i) / group];
+                const int h = g * group + (off + i) % group;
+                qrow[i] = q + (int64_t)r * q_row + (int64_t)h * q_head;
+                orow[i] = out + (int64_t)r * o_row + (int64_t)h * o_head;
+                lim[i] = lengths[r];
+                own = lim[i] > own ? lim[i] : own;
             }
+            own_keys_any(qrow, orow, lim, rows, k + head, v + head, shared,
+                         k + slot * kv_slot + head, v + slot * kv_slot + head, own, scale_log2,
+                         D, sbuf);
         }
     }
+    free(member);
+    free(item_at);
     free(scores);
     return 0;
 }
