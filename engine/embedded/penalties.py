@@ -17,26 +17,35 @@ from engine.base import SamplingParams
 
 def penalize(
     logits: torch.Tensor,
+    ids: torch.Tensor,
     counts: torch.Tensor,
     generated: int,
     sp: SamplingParams,
     stop_ids: Iterable[int],
 ) -> torch.Tensor:
-    """``logits`` with ``sp``'s penalties applied (a new float32 tensor). ``counts[v]`` is how
-    often token ``v`` was generated so far, ``generated`` how many tokens were."""
-    out = logits.float().clone()
-    seen = counts > 0
-    if sp.frequency_penalty:
-        out -= counts * sp.frequency_penalty
-    if sp.presence_penalty:
-        out -= seen.float() * sp.presence_penalty
+    """``logits`` with ``sp``'s penalties applied (a new float32 tensor). ``ids`` (int64) are
+    the distinct tokens generated so far, ``counts`` (float32) how often each was, and
+    ``generated`` how many tokens were. Only those tokens' logits change, so only they are
+    computed: the same float32 operations as over the whole vocabulary with zero counts
+    elsewhere (where they leave a logit as it is), at a fraction of the cost (a 49k
+    vocabulary: two full-width ``where`` passes and a clone were ~0.2 ms a token)."""
+    out = logits.to(torch.float32, copy=True)
+    seen = len(ids) > 0
+    if seen and (sp.frequency_penalty or sp.presence_penalty):
+        values = out[ids]
+        if sp.frequency_penalty:
+            values -= counts * sp.frequency_penalty
+        if sp.presence_penalty:
+            values -= torch.ones_like(values) * sp.presence_penalty
+        out[ids] = values
     if generated < sp.min_new_tokens:
-        ids = [i for i in stop_ids if 0 <= i < out.numel()]
-        if ids:
-            out[ids] = float("-inf")
-    if sp.repetition_penalty != 1.0:
+        stops = [i for i in stop_ids if 0 <= i < out.numel()]
+        if stops:
+            out[stops] = float("-inf")
+    if seen and sp.repetition_penalty != 1.0:
         p = sp.repetition_penalty
-        out = torch.where(seen, torch.where(out < 0, out * p, out / p), out)
+        values = out[ids]
+        out[ids] = torch.where(values < 0, values * p, values / p)
     return out
 
 
@@ -47,17 +56,24 @@ class Penalizer:
         self.sp = sp
         self.stop_ids = stop_ids
         self.active = sp.penalized
-        self.counts: torch.Tensor | None = None  # float32 over the vocabulary, made lazily
+        self.seen: dict[int, int] = {}  # token -> times generated, in first-seen order
         self.generated = 0
+        self._tensors: tuple[torch.Tensor, torch.Tensor] | None = None  # (ids, counts), cached
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         if not self.active:
             return logits
-        if self.counts is None:
-            self.counts = torch.zeros(logits.numel(), dtype=torch.float32)
-        return penalize(logits, self.counts, self.generated, self.sp, self.stop_ids)
+        if self._tensors is None:
+            self._tensors = (
+                torch.tensor(list(self.seen), dtype=torch.int64),
+                torch.tensor(list(self.seen.values()), dtype=torch.float32),
+            )
+        ids, counts = self._tensors
+        return penalize(logits, ids, counts, self.generated, self.sp, self.stop_ids)
 
     def observe(self, token: int) -> None:
+        """Count ``token``, sampled from the logits ``apply`` returned."""
         self.generated += 1
-        if self.counts is not None and 0 <= token < self.counts.numel():
-            self.counts[token] += 1.0
+        if self.active and token >= 0:
+            self.seen[token] = self.seen.get(token, 0) + 1
+            self._tensors = None

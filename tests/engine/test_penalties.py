@@ -21,8 +21,10 @@ GENERATED = [4, 2, 4, 1, 4]  # token 4 three times, 2 and 1 once; the prompt doe
 EOS = frozenset({7})
 
 
-def _counts() -> torch.Tensor:
-    return torch.bincount(torch.tensor(GENERATED), minlength=LOGITS.numel()).float()
+def _counts() -> tuple[torch.Tensor, torch.Tensor]:
+    """(distinct generated tokens, how often each was): what ``penalize`` takes."""
+    ids, counts = torch.unique(torch.tensor(GENERATED), return_counts=True)
+    return ids, counts.float()
 
 
 def _sglang_row(sp: SamplingParams, generated: list[int]) -> torch.Tensor:
@@ -53,7 +55,7 @@ def _sglang_row(sp: SamplingParams, generated: list[int]) -> torch.Tensor:
     ids=["freq", "freq-neg", "presence", "rep", "rep-below-1", "all", "min-new"],
 )
 def test_each_penalty_matches_sglang(sp: SamplingParams) -> None:
-    got = penalize(LOGITS, _counts(), len(GENERATED), sp, EOS)
+    got = penalize(LOGITS, *_counts(), len(GENERATED), sp, EOS)
     assert got.dtype == torch.float32
     assert torch.allclose(got, _sglang_row(sp, GENERATED), atol=1e-6)
 
@@ -61,14 +63,54 @@ def test_each_penalty_matches_sglang(sp: SamplingParams) -> None:
 def test_penalties_by_hand() -> None:
     """The same definitions as numbers: count * frequency, presence once, repetition divides
     positive and multiplies negative logits; unseen tokens keep their logits."""
-    counts, n = _counts(), len(GENERATED)
-    freq = penalize(LOGITS, counts, n, SamplingParams(frequency_penalty=0.5), EOS)
+    (ids, counts), n = _counts(), len(GENERATED)
+    freq = penalize(LOGITS, ids, counts, n, SamplingParams(frequency_penalty=0.5), EOS)
     assert freq[4] == pytest.approx(4.0 - 3 * 0.5) and freq[2] == pytest.approx(0.0)
-    pres = penalize(LOGITS, counts, n, SamplingParams(presence_penalty=0.5), EOS)
+    pres = penalize(LOGITS, ids, counts, n, SamplingParams(presence_penalty=0.5), EOS)
     assert pres[4] == pytest.approx(3.5) and pres[1] == pytest.approx(-1.5)
-    rep = penalize(LOGITS, counts, n, SamplingParams(repetition_penalty=2.0), EOS)
+    rep = penalize(LOGITS, ids, counts, n, SamplingParams(repetition_penalty=2.0), EOS)
     assert (rep[4], rep[2], rep[1]) == (pytest.approx(2.0), pytest.approx(0.25), -2.0)
     assert torch.equal(rep[[0, 3, 5, 6, 7]], LOGITS[[0, 3, 5, 6, 7]])
+
+
+def _dense(logits: torch.Tensor, counts: torch.Tensor, generated: int, sp: SamplingParams):  # noqa: ANN202
+    """The penalties over the whole vocabulary, zero counts for unseen tokens (the form the
+    engine used before computing only the generated tokens' logits)."""
+    out = logits.float().clone()
+    seen = counts > 0
+    out -= counts * sp.frequency_penalty
+    out -= seen.float() * sp.presence_penalty
+    if generated < sp.min_new_tokens:
+        out[sorted(EOS)] = float("-inf")
+    p = sp.repetition_penalty
+    return torch.where(seen, torch.where(out < 0, out * p, out / p), out)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("seed", range(6))
+def test_penalising_only_the_generated_tokens_equals_the_whole_vocabulary(
+    dtype: torch.dtype, seed: int
+) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    vocab = 49152
+    logits = (torch.randn(vocab, generator=gen) * 8).to(dtype)
+    tokens = torch.randint(
+        0, vocab, (int(torch.randint(1, 120, (1,), generator=gen)),), generator=gen
+    )
+    tokens[::3] = tokens[0]  # repeats
+    values = torch.rand(4, generator=gen).tolist()
+    sp = SamplingParams(
+        frequency_penalty=values[0] * 2 - 1,
+        presence_penalty=values[1] - 0.5,
+        repetition_penalty=0.7 + values[2],
+        min_new_tokens=int(values[3] * 200),
+    )
+    pen = Penalizer(sp, EOS)
+    for token in tokens.tolist():
+        pen.observe(token)
+    counts = torch.bincount(tokens, minlength=vocab).float()
+    assert torch.equal(pen.apply(logits), _dense(logits, counts, len(tokens), sp))
+    assert pen.apply(logits).data_ptr() != logits.data_ptr()  # a new tensor, the input intact
 
 
 def test_min_new_tokens_masks_eos_until_reached() -> None:
@@ -117,7 +159,7 @@ def test_truncation_matches_sglang(vocab: int, top_k: int, top_p: float, min_p: 
 
 def test_greedy_sees_the_penalties_and_top_k_1_is_greedy() -> None:
     sp = SamplingParams(repetition_penalty=2.0)
-    penalized = penalize(LOGITS, _counts(), len(GENERATED), sp, EOS)
+    penalized = penalize(LOGITS, *_counts(), len(GENERATED), sp, EOS)
     assert int(LOGITS.argmax()) == 4 and sample_next(penalized, 0.0, 1.0) == 0
     assert sample_next(LOGITS, 0.9, 1.0, torch.Generator().manual_seed(3), top_k=1) == 4
 
