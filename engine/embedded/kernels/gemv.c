@@ -31,13 +31,14 @@
 /* From PREFETCH_ROWS rows on, each pass asks for its panels' lines AHEAD k pairs (cache
  * lines) ahead. The hardware prefetcher keeps one row's pass at the memory's rate, but with
  * more products per line it falls behind: on a 2-vCPU Zen 5 VM the 30 layers' linears of
- * SmolLM2-135M plus its head took 6.1 / 7.6 / 8.8 ms for 1 / 3 / 8 rows without, and 6.2 /
- * 6.7 / 7.0 ms with (at 1 and 2 rows the prefetches only cost issue slots) */
+ * SmolLM2-135M plus its head took 6.4 / 6.9 / 7.7 / 9.2 ms for 1 / 2 / 3 / 8 rows without,
+ * and 6.6 / 6.8 / 6.8 / 7.5 ms with (at 1 row the prefetches only cost issue slots; at 2
+ * rows the head alone, 57 MB: 940 -> 880 us) */
 #ifndef AHEAD
 #define AHEAD 32
 #endif
 #ifndef PREFETCH_ROWS
-#define PREFETCH_ROWS 3
+#define PREFETCH_ROWS 2
 #endif
 
 int gemv_pack(const bf16 *w, int n, int k, bf16 *wp) {
