@@ -3,17 +3,21 @@
  * A decode step multiplies a handful of token rows (the decoding requests, their drafts) by
  * every weight matrix once, so it is bound by reading the weights from memory. oneDNN's
  * blocked GEMM reaches 16-22 GB/s on such shapes on this project's 2-core Zen 4 VM; this
- * kernel streams the weights in the order it reads them and reaches 25-37 GB/s (a streaming
- * sum of 1 GiB: 33-35 GB/s).
+ * kernel streams the weights in the order it reads them and reaches 25-37 GB/s there (a
+ * streaming sum of 1 GiB: 33-35 GB/s).
  *
- * gemv_pack: W [n, k] (row-major) -> panels of 16 output rows, each panel's k in pairs:
- *   wp[((i / 16) * (k / 2) + p) * 32 + (i % 16) * 2 + e] = W[i, 2p + e]
+ * gemv_pack: W [n, k] (row-major) -> blocks of 32 output rows (two panels of 16), each
+ *   block's k in pairs, the two panels' lines of one pair side by side:
+ *   wp[((i / 32) * (k / 2) + p) * 64 + (i % 32 / 16) * 32 + (i % 16) * 2 + e] = W[i, 2p + e]
  *   so one 64-byte load holds one k pair of 16 outputs: the operand VDPBF16PS takes with a
- *   broadcast pair of x.
+ *   broadcast pair of x; and a block is one sequential stream (a panel after the other made
+ *   two streams 18 KB apart per thread, and the prefetchers kept up worse: SmolLM2-135M's 30
+ *   layers' linears plus its head, 1 row, 2 vCPUs of a Zen 5 VM: 5.3 -> 3.5 ms, 50 -> 76 GB/s;
+ *   8 rows 47 -> 68 GB/s).
  * gemv_bf16: y[m, i] = sum_j x[m, j] W[i, j] for m < rows, fp32 accumulation, bfloat16 out.
- *   Each thread takes blocks of 32 outputs (two panels) and streams them once, for up to
- *   ROWS rows at a time (2 x ROWS accumulators); more rows go over the same block again while
- *   it is still in cache.
+ *   Each thread takes blocks of 32 outputs and streams them once, for up to ROWS rows at a
+ *   time (2 x ROWS accumulators); more rows go over the same block again while it is still
+ *   in cache.
  *
  * Layouts: x[m, j] at x + m * x_row + j; y[m, i] at y + m * y_row + i (both contiguous in
  * their last dimension). Both return 0, or -1 for a shape they do not take (n a multiple of
@@ -46,26 +50,28 @@ int gemv_pack(const bf16 *w, int n, int k, bf16 *wp) {
     const int pairs = k / 2;
     for (int i = 0; i < n; i++) {
         const uint32_t *src = (const uint32_t *)(w + (int64_t)i * k);
-        uint32_t *dst = (uint32_t *)wp + (int64_t)(i / PANEL) * pairs * PANEL + (i % PANEL);
-        for (int p = 0; p < pairs; p++) dst[(int64_t)p * PANEL] = src[p];
+        uint32_t *dst = (uint32_t *)wp + (int64_t)(i / (2 * PANEL)) * pairs * 2 * PANEL +
+                        (i % (2 * PANEL) / PANEL) * PANEL + (i % PANEL);
+        for (int p = 0; p < pairs; p++) dst[(int64_t)p * 2 * PANEL] = src[p];
     }
     return 0;
 }
 
-/* rows R (a compile-time constant) of x against the block's two panels a and b */
+/* rows R (a compile-time constant) of x against the block at a: pair p's 16 outputs of the
+ * first panel at a + 64p, of the second at a + 64p + 32 */
 static inline __attribute__((always_inline)) void block_rows(const bf16 *x, int64_t x_row,
                                                              const int R, const bf16 *a,
-                                                             const bf16 *b, int pairs, bf16 *y,
-                                                             int64_t y_row) {
+                                                             int pairs, bf16 *y, int64_t y_row) {
     __m512 acc[ROWS][2];
     for (int m = 0; m < R; m++) acc[m][0] = acc[m][1] = _mm512_setzero_ps();
     for (int p = 0; p < pairs; p++) {
+        const bf16 *line = a + (int64_t)p * 4 * PANEL;
         if (R >= PREFETCH_ROWS) {
-            _mm_prefetch((const char *)(a + (int64_t)(p + AHEAD) * 2 * PANEL), _MM_HINT_T0);
-            _mm_prefetch((const char *)(b + (int64_t)(p + AHEAD) * 2 * PANEL), _MM_HINT_T0);
+            _mm_prefetch((const char *)(line + AHEAD * 4 * PANEL), _MM_HINT_T0);
+            _mm_prefetch((const char *)(line + AHEAD * 4 * PANEL + 2 * PANEL), _MM_HINT_T0);
         }
-        const __m512bh wa = (__m512bh)_mm512_loadu_si512(a + (int64_t)p * 2 * PANEL);
-        const __m512bh wb = (__m512bh)_mm512_loadu_si512(b + (int64_t)p * 2 * PANEL);
+        const __m512bh wa = (__m512bh)_mm512_loadu_si512(line);
+        const __m512bh wb = (__m512bh)_mm512_loadu_si512(line + 2 * PANEL);
         for (int m = 0; m < R; m++) {
             int32_t pair;
             __builtin_memcpy(&pair, x + m * x_row + 2 * p, sizeof(pair));
@@ -80,12 +86,12 @@ static inline __attribute__((always_inline)) void block_rows(const bf16 *x, int6
     }
 }
 
-static void block_any(const bf16 *x, int64_t x_row, int rows, const bf16 *a, const bf16 *b,
-                      int pairs, bf16 *y, int64_t y_row) {
+static void block_any(const bf16 *x, int64_t x_row, int rows, const bf16 *a, int pairs,
+                      bf16 *y, int64_t y_row) {
     switch (rows) {
-#define ROWS_CASE(R)                                          \
-    case R:                                                   \
-        block_rows(x, x_row, R, a, b, pairs, y, y_row);       \
+#define ROWS_CASE(R)                                    \
+    case R:                                             \
+        block_rows(x, x_row, R, a, pairs, y, y_row);    \
         break;
         ROWS_CASE(1)
         ROWS_CASE(2)
@@ -95,7 +101,7 @@ static void block_any(const bf16 *x, int64_t x_row, int rows, const bf16 *a, con
         ROWS_CASE(6)
         ROWS_CASE(7)
         default:
-            block_rows(x, x_row, ROWS, a, b, pairs, y, y_row);
+            block_rows(x, x_row, ROWS, a, pairs, y, y_row);
 #undef ROWS_CASE
     }
 }
@@ -104,16 +110,15 @@ int gemv_bf16(const bf16 *x, int64_t x_row, int rows, const bf16 *wp, int n, int
               int64_t y_row, int n_threads) {
     if (n <= 0 || n % (2 * PANEL) || k <= 0 || k % 2 || rows < 1) return -1;
     const int pairs = k / 2, blocks = n / (2 * PANEL);
-    const int64_t panel = (int64_t)pairs * 2 * PANEL; /* elements of one panel */
+    const int64_t block = (int64_t)pairs * 4 * PANEL; /* elements of one block */
     int threads = n_threads < 1 ? 1 : n_threads;
     if (threads > blocks) threads = blocks;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int blk = 0; blk < blocks; blk++) {
-        const bf16 *a = wp + (int64_t)(2 * blk) * panel, *b = a + panel;
+        const bf16 *a = wp + blk * block;
         for (int m0 = 0; m0 < rows; m0 += ROWS) {
             const int r = rows - m0 < ROWS ? rows - m0 : ROWS;
-            block_any(x + m0 * x_row, x_row, r, a, b, pairs, y + m0 * y_row + blk * 2 * PANEL,
-                      y_row);
+            block_any(x + m0 * x_row, x_row, r, a, pairs, y + m0 * y_row + blk * 2 * PANEL, y_row);
         }
     }
     return 0;
