@@ -421,11 +421,18 @@ int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k
         member[start[gi] + count[gi]++] = r;
     }
     free(group_of);
-    /* an item: up to DEC_ROWS (query, head) rows of one group and one KV head, whole queries
-     * where a KV head's query heads fit */
-    const int per = group <= DEC_ROWS ? DEC_ROWS / group * group : DEC_ROWS;
-    int items = 0;
-    for (int gi = 0; gi < groups; gi++) items += hkv * ((count[gi] * group + per - 1) / per);
+    /* an item: up to `per` (query, head) rows of one group and one KV head, whole queries
+     * where a KV head's query heads fit; fewer queries an item while that leaves a thread
+     * without a second item (a row's cost is its own: the split only trades balance against
+     * reading a row's keys once) */
+    int per = group <= DEC_ROWS ? DEC_ROWS / group * group : DEC_ROWS, items = 0;
+    const int want = 2 * (n_threads < 1 ? 1 : n_threads);
+    for (;;) {
+        items = 0;
+        for (int gi = 0; gi < groups; gi++) items += hkv * ((count[gi] * group + per - 1) / per);
+        if (items >= want || per <= group || group > DEC_ROWS) break;
+        per -= group;
+    }
     int *item_at = malloc(sizeof(int) * 3 * (size_t)items);
     const int threads = clamp_threads(n_threads, items);
     /* allocated up front: a parallel region cannot fail half-way */
