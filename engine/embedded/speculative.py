@@ -31,9 +31,10 @@ class SpeculativeConfig:
 OFF = SpeculativeConfig(mode="off")
 # the engine's default: on. ``appliance bench engine --speculative`` (2 vCPUs, bfloat16,
 # SmolLM2-135M, greedy, 96 tokens; one engine switched off and on) measured decode tokens/s
-# on/off: grounded RAG one at a time 1.43x on the dev questions (1.67 tokens a step) and 1.03x
-# held out (1.20), 8 at a time 1.00x, open-ended text 1.22x alone and 1.02x 8 at a time
-# (Zen 4, 2026-12-05: no row slower, and greedy texts the same in every row)
+# on/off: grounded RAG one at a time 1.48x on the dev questions (1.63 tokens a step) and 1.13x
+# held out (1.23), 8 at a time 1.09x, open-ended text 1.28x alone and 1.07x 8 at a time
+# (Zen 5, 2026-12-05; on Zen 4 that day 1.43x, 1.03x, 1.00x, 1.22x, 1.02x: no row slower, and
+# greedy texts the same in every row)
 DEFAULT = SpeculativeConfig(mode="ngram")
 
 
