@@ -155,6 +155,49 @@ def test_decode_queries_read_their_own_rows(
 
 
 @needs_kernel
+@pytest.mark.parametrize(
+    ("hq", "hkv", "dim"),
+    [(9, 3, 64), (14, 2, 64), (16, 1, 128), (8, 8, 64), (32, 2, 128)],
+    ids=["smollm2", "qwen2-0.5b", "16-per-kv-head", "multi-head", "wide-groups"],
+)
+@pytest.mark.parametrize("seed", range(3))
+def test_decode_batches_of_requests_with_drafts_match_each_query_alone(
+    kernel: NativeKernels, hq: int, hkv: int, dim: int, seed: int
+) -> None:
+    """Random batches as the scheduler packs them (each request's pending token, then every
+    request's drafts, a shared prompt prefix or none), for head groups that fit an item of
+    the kernel's and ones that span several: each query matches float32 attention over its
+    row and equals, bit for bit, itself decoded alone."""
+    gen = torch.Generator().manual_seed(seed * 100 + hq)
+    requests = int(torch.randint(1, 6, (1,), generator=gen))
+    shared = int(torch.randint(0, 2, (1,), generator=gen)) * 40
+    rows = list(range(requests))
+    base = [shared + int(torch.randint(1, 90, (1,), generator=gen)) for _ in rows]
+    drafts = [int(torch.randint(0, 6, (1,), generator=gen)) for _ in rows]
+    slots = rows + [r for r in rows for _ in range(drafts[r])]
+    lengths = base + [base[r] + 1 + i for r in rows for i in range(drafts[r])]
+    capacity = max(lengths) + 8
+    keys = torch.randn(requests, hkv, capacity, dim, generator=gen).to(torch.bfloat16)
+    values = torch.randn(requests, hkv, capacity, dim, generator=gen).to(torch.bfloat16)
+    keys[1:, :, :shared] = keys[0, :, :shared]
+    values[1:, :, :shared] = values[0, :, :shared]
+    n = len(slots)
+    q = torch.randn(n, hq, dim, generator=gen).to(torch.bfloat16)
+    out = torch.full_like(q, float("nan"))
+    at = torch.tensor(slots, dtype=torch.int32)
+    lens = torch.tensor(lengths, dtype=torch.int32)
+    kernel.decode(q, keys, values, lens, shared if requests > 1 else 0, out, dim**-0.5, at)
+    for i in range(n):
+        ref = _reference(q[i].unsqueeze(1), keys[slots[i]], values[slots[i]], lengths[i] - 1)[0]
+        assert (out[i].float() - ref).abs().max() < 0.03, i
+        alone = torch.empty_like(out[i : i + 1])
+        kernel.decode(
+            q[i : i + 1], keys, values, lens[i : i + 1], 0, alone, dim**-0.5, at[i : i + 1]
+        )
+        assert torch.equal(out[i : i + 1], alone), i
+
+
+@needs_kernel
 def test_pointwise_kernels_match_transformers_roundings(kernel: NativeKernels) -> None:
     """Residual add + LlamaRMSNorm, SiLU-gate and rotary, as PyTorch computes them in bfloat16
     (float32 inside, the same roundings); rows as views with a row stride."""
