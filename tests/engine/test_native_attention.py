@@ -1,5 +1,6 @@
 """The native attention kernels (``engine/embedded/native.py``): built for real with the system
-compiler, checked against PyTorch's float32 attention, and wired into the fused runner."""
+compiler, checked against PyTorch's float32 attention, and wired into the fused runner. Decode
+attention's own checks: ``test_native_decode_attention.py``."""
 
 from __future__ import annotations
 
@@ -8,39 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from support.native_attention import REASON, built_kernel, needs_kernel, reference_attention
 
-from engine.embedded.native import (
-    NativeKernels,
-    build,
-    load_native_kernels,
-    unsupported_reason,
-)
-
-REASON = unsupported_reason()
-needs_kernel = pytest.mark.skipif(REASON is not None, reason=f"native kernel cannot run: {REASON}")
+from engine.embedded.native import NativeKernels, build, load_native_kernels
 
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> NativeKernels:
-    loaded = load_native_kernels(tmp_path_factory.mktemp("kernels"))
-    assert loaded is not None
-    return loaded
-
-
-def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> torch.Tensor:
-    """float32 causal attention of queries at ``start ..`` over keys ``0 .. start + n - 1``;
-    ``q`` ``[Hq, n, D]``, ``k``/``v`` ``[Hkv, L, D]``; returns ``[n, Hq, D]``."""
-    end = start + q.shape[1]
-    visible = torch.arange(end).unsqueeze(0) <= torch.arange(start, end).unsqueeze(1)
-    out = F.scaled_dot_product_attention(
-        q.float()[None],
-        k[:, :end].float()[None],
-        v[:, :end].float()[None],
-        attn_mask=visible,
-        scale=q.shape[-1] ** -0.5,
-        enable_gqa=True,
-    )
-    return out[0].transpose(0, 1)
+    return built_kernel(tmp_path_factory)
 
 
 @needs_kernel
@@ -70,131 +46,11 @@ def test_prefill_matches_float32_attention(
     values = torch.randn(hkv, capacity, dim).to(torch.bfloat16)
     out = torch.full((count, hq, dim), float("nan"), dtype=torch.bfloat16)
     kernel.prefill(q, keys, values, out, start, dim**-0.5, amx=amx)
-    ref = _reference(q, keys, values, start)
+    ref = reference_attention(q, keys, values, start)
     assert torch.isfinite(out).all()
     # bfloat16 output: within a few units in the last place of values of order 1
     assert (out.float() - ref).abs().max() < 0.03
     assert (out.float() - ref).abs().mean() < 2e-3
-
-
-@needs_kernel
-@pytest.mark.parametrize(
-    ("lengths", "shared", "hq", "hkv", "dim"),
-    [
-        ([1600, 1650, 1601, 1700, 1622, 1603, 1640, 1611], 1500, 9, 3, 64),  # a RAG batch
-        ([40, 300, 129], 0, 9, 3, 64),  # nothing shared: every row alone
-        ([70, 71], 64, 4, 1, 128),  # the shared prefix ends on a key block boundary
-        ([90, 130, 85], 80, 16, 2, 64),  # 8 query heads per KV head: more than one tile
-        ([5], 0, 2, 2, 64),  # one row
-    ],
-)
-def test_decode_matches_float32_attention(
-    kernel: NativeKernels, lengths: list[int], shared: int, hq: int, hkv: int, dim: int
-) -> None:
-    torch.manual_seed(sum(lengths))
-    n, slots, capacity = len(lengths), len(lengths) + 1, max(lengths) + 50
-    keys = torch.randn(slots, hkv, capacity, dim).to(torch.bfloat16)
-    values = torch.randn(slots, hkv, capacity, dim).to(torch.bfloat16)
-    # the shared prefix is the same in every row, as the engine guarantees
-    keys[1:, :, :shared] = keys[0, :, :shared]
-    values[1:, :, :shared] = values[0, :, :shared]
-    qkv = torch.randn(n, hq + 2 * hkv, dim).to(torch.bfloat16)
-    q = qkv[:, :hq]  # a view, as the runner passes it
-    out = torch.full((n, hq, dim), float("nan"), dtype=torch.bfloat16)
-    kernel.decode(q, keys, values, torch.tensor(lengths, dtype=torch.int32), shared, out, dim**-0.5)
-    for r, length in enumerate(lengths):
-        # the row's one query at position length - 1 sees every key of its row
-        ref = _reference(q[r].unsqueeze(1), keys[r], values[r], length - 1)[0]
-        assert (out[r].float() - ref).abs().max() < 0.03, r
-        assert (out[r].float() - ref).abs().mean() < 2e-3, r
-
-
-@needs_kernel
-@pytest.mark.parametrize(
-    ("slots", "lengths", "shared"),
-    [
-        ([0, 0, 0, 0, 0], [600, 601, 602, 603, 604], 0),  # one stream, its token and 4 drafts
-        ([0, 1, 2, 0, 0, 2], [700, 650, 720, 701, 702, 721], 512),  # a batch, two with drafts
-        ([1, 0, 1], [9, 40, 10], 0),  # queries in any row order
-        ([2, 0, 0, 0, 0, 0, 0, 0], [33, 16, 17, 18, 19, 20, 21, 22], 0),  # 7 on one row
-    ],
-)
-def test_decode_queries_read_their_own_rows(
-    kernel: NativeKernels, slots: list[int], lengths: list[int], shared: int
-) -> None:
-    """Speculative drafts run as decode queries on their request's row (``slots``), each
-    seeing the keys up to itself: the same as float32 attention over that row, and bit for bit
-    the same as the query decoded alone (the kernel reads a row's queries together)."""
-    torch.manual_seed(len(slots) + shared)
-    hq, hkv, dim, rows = 9, 3, 64, max(slots) + 2
-    keys = torch.randn(rows, hkv, max(lengths) + 30, dim).to(torch.bfloat16)
-    values = torch.randn_like(keys)
-    keys[1:, :, :shared] = keys[0, :, :shared]
-    values[1:, :, :shared] = values[0, :, :shared]
-    q = torch.randn(len(slots), hq + 2 * hkv, dim).to(torch.bfloat16)[:, :hq]
-    out = torch.full(q.shape, float("nan"), dtype=torch.bfloat16)
-    at = torch.tensor(slots, dtype=torch.int32)
-    kernel.decode(
-        q, keys, values, torch.tensor(lengths, dtype=torch.int32), shared, out, dim**-0.5, at
-    )
-    for i, (slot, length) in enumerate(zip(slots, lengths, strict=True)):
-        ref = _reference(q[i].unsqueeze(1), keys[slot], values[slot], length - 1)[0]
-        assert (out[i].float() - ref).abs().max() < 0.03, i
-        alone = torch.empty_like(out[i : i + 1])
-        one = torch.tensor([length], dtype=torch.int32)
-        kernel.decode(q[i : i + 1], keys, values, one, 0, alone, dim**-0.5, at[i : i + 1])
-        assert torch.equal(out[i : i + 1], alone), i
-    for row in (-1, len(keys)):  # a row outside the pool is refused, and nothing is written
-        bad = torch.tensor([row] + slots[1:], dtype=torch.int32)
-        before = out.clone()
-        with pytest.raises(ValueError, match="range"):
-            kernel.decode(
-                q, keys, values, torch.tensor(lengths, dtype=torch.int32), 0, out, 1.0, bad
-            )
-        assert torch.equal(out, before)
-
-
-@needs_kernel
-@pytest.mark.parametrize(
-    ("hq", "hkv", "dim"),
-    [(9, 3, 64), (14, 2, 64), (16, 1, 128), (8, 8, 64), (32, 2, 128)],
-    ids=["smollm2", "qwen2-0.5b", "16-per-kv-head", "multi-head", "wide-groups"],
-)
-@pytest.mark.parametrize("seed", range(3))
-def test_decode_batches_of_requests_with_drafts_match_each_query_alone(
-    kernel: NativeKernels, hq: int, hkv: int, dim: int, seed: int
-) -> None:
-    """Random batches as the scheduler packs them (each request's pending token, then every
-    request's drafts, a shared prompt prefix or none), for head groups that fit an item of
-    the kernel's and ones that span several: each query matches float32 attention over its
-    row and equals, bit for bit, itself decoded alone."""
-    gen = torch.Generator().manual_seed(seed * 100 + hq)
-    requests = int(torch.randint(1, 6, (1,), generator=gen))
-    shared = int(torch.randint(0, 2, (1,), generator=gen)) * 40
-    rows = list(range(requests))
-    base = [shared + int(torch.randint(1, 90, (1,), generator=gen)) for _ in rows]
-    drafts = [int(torch.randint(0, 6, (1,), generator=gen)) for _ in rows]
-    slots = rows + [r for r in rows for _ in range(drafts[r])]
-    lengths = base + [base[r] + 1 + i for r in rows for i in range(drafts[r])]
-    capacity = max(lengths) + 8
-    keys = torch.randn(requests, hkv, capacity, dim, generator=gen).to(torch.bfloat16)
-    values = torch.randn(requests, hkv, capacity, dim, generator=gen).to(torch.bfloat16)
-    keys[1:, :, :shared] = keys[0, :, :shared]
-    values[1:, :, :shared] = values[0, :, :shared]
-    n = len(slots)
-    q = torch.randn(n, hq, dim, generator=gen).to(torch.bfloat16)
-    out = torch.full_like(q, float("nan"))
-    at = torch.tensor(slots, dtype=torch.int32)
-    lens = torch.tensor(lengths, dtype=torch.int32)
-    kernel.decode(q, keys, values, lens, shared if requests > 1 else 0, out, dim**-0.5, at)
-    for i in range(n):
-        ref = _reference(q[i].unsqueeze(1), keys[slots[i]], values[slots[i]], lengths[i] - 1)[0]
-        assert (out[i].float() - ref).abs().max() < 0.03, i
-        alone = torch.empty_like(out[i : i + 1])
-        kernel.decode(
-            q[i : i + 1], keys, values, lens[i : i + 1], 0, alone, dim**-0.5, at[i : i + 1]
-        )
-        assert torch.equal(out[i : i + 1], alone), i
 
 
 @needs_kernel
