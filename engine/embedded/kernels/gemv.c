@@ -32,18 +32,14 @@
 
 #define PANEL 16 /* outputs per panel: one fp32 vector */
 #define ROWS 8   /* rows per pass over a block */
-/* From PREFETCH_ROWS rows on, each pass asks for its panels' lines AHEAD k pairs (cache
- * lines) ahead. The hardware prefetcher keeps one row's pass at the memory's rate, but with
- * more products per line it falls behind: on a 2-vCPU Zen 5 VM the 30 layers' linears of
- * SmolLM2-135M plus its head took 6.4 / 6.9 / 7.7 / 9.2 ms for 1 / 2 / 3 / 8 rows without,
- * and 6.6 / 6.8 / 6.8 / 7.5 ms with (at 1 row the prefetches only cost issue slots; at 2
- * rows the head alone, 57 MB: 940 -> 880 us) */
-#ifndef AHEAD
+/* From PREFETCH_ROWS rows on, each pass asks for its block's lines AHEAD k pairs (two cache
+ * lines each) ahead. The hardware prefetcher keeps one row's pass at the memory's rate, but
+ * with more products per line it falls behind: on a 2-vCPU Zen 5 VM, with the earlier
+ * two-stream layout, the 30 layers' linears of SmolLM2-135M plus its head took 6.4 / 6.9 /
+ * 7.7 / 9.2 ms for 1 / 2 / 3 / 8 rows without, and 6.6 / 6.8 / 6.8 / 7.5 ms with (at 1 row
+ * the prefetches only cost issue slots; at 2 rows the head alone, 57 MB: 940 -> 880 us) */
 #define AHEAD 32
-#endif
-#ifndef PREFETCH_ROWS
 #define PREFETCH_ROWS 2
-#endif
 
 int gemv_pack(const bf16 *w, int n, int k, bf16 *wp) {
     if (n <= 0 || n % (2 * PANEL) || k <= 0 || k % 2) return -1;
