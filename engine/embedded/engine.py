@@ -26,6 +26,7 @@ from engine.embedded.attention import NATIVE_PREFILL, run_step
 from engine.embedded.attention import install as install_pool_attention
 from engine.embedded.calibrate import gemv_wins, prefill_route
 from engine.embedded.fused import FusedLlama, fusable
+from engine.embedded.gemv_f32 import load_gemv_f32
 from engine.embedded.heap import keep_freed_memory, release_free_memory
 from engine.embedded.kv_pool import KVPool, reserved_positions
 from engine.embedded.linear import packing_available, packing_helps_drafts
@@ -134,8 +135,12 @@ class EmbeddedEngine:
         if kernel is not None and not kernel.supports(self._dtype, head_dim):
             kernel = None
         self.attention = kernel.name if kernel is not None else "pytorch"
+        # float32 (a CPU without AVX-512 BF16): the linears on bfloat16 panels where it can
+        gemv_f32 = None
+        if native_attention and self._dtype == torch.float32 and self.runner == "fused":
+            gemv_f32 = load_gemv_f32(kernel_dir)
         packable = packing_available(self._dtype) or (
-            self.speculative.enabled and packing_helps_drafts(self._dtype)
+            (self.speculative.enabled or gemv_f32 is not None) and packing_helps_drafts(self._dtype)
         )
         packed = packed_weights and self.runner == "fused" and packable
         weights = ", prepacked weights" if packed else ""
@@ -144,7 +149,7 @@ class EmbeddedEngine:
             heads = (cfg.num_attention_heads, cfg.num_key_value_heads)
             route = prefill_route(kernel, *heads, head_dim)
         if self.runner == "fused":
-            runner = FusedLlama(self.model, pack=packed, kernels=kernel)
+            runner = FusedLlama(self.model, pack=packed, kernels=kernel, gemv_f32=gemv_f32)
             forward = runner.step
             if runner.gemv is not None:
                 if calibrate:
@@ -157,7 +162,8 @@ class EmbeddedEngine:
                         log.info("freed oneDNN's weight copies: %.0f MB", freed / 2**20)
                 if runner.gemv_switch.on:
                     one_call = ", decode steps in one native call" if runner.native_step else ""
-                    weights += f" (native GEMV for every step{one_call})"
+                    kind = " (AVX2, bfloat16 weights)" if runner.gemv is gemv_f32 else ""
+                    weights += f" (native GEMV{kind} for every step{one_call})"
         else:
             forward = functools.partial(run_step, self.model)
         native = f"{kernel.name} kernels" if kernel is not None else "PyTorch attention"

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from engine.embedded.attention import StepPlan, advance, attend, positions
 from engine.embedded.decode_step import NativeDecodeStep, runs_natively
 from engine.embedded.gemv import GemvSwitch, NativeGemv
+from engine.embedded.gemv_f32 import NativeGemvF32
 from engine.embedded.linear import GemvLinear, make_linear
 from engine.embedded.native import NativeKernels
 
@@ -70,7 +71,11 @@ def _fuse(parts: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | No
 
 class _Layer:
     def __init__(
-        self, layer: torch.nn.Module, pack: bool, gemv: NativeGemv | None, switch: GemvSwitch
+        self,
+        layer: torch.nn.Module,
+        pack: bool,
+        gemv: NativeGemv | NativeGemvF32 | None,
+        switch: GemvSwitch,
     ) -> None:
         attn, mlp = layer.self_attn, layer.mlp
         qkv = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
@@ -91,7 +96,7 @@ def _drop(linear: object) -> int:
     if not isinstance(linear, GemvLinear) or linear.packed is None:
         return 0
     linear.drop_fallback()
-    return linear.panels.numel() * linear.panels.element_size()
+    return linear.weight_bytes
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -112,11 +117,16 @@ class FusedLlama:
     scheduler thread is its only user."""
 
     def __init__(
-        self, model: torch.nn.Module, pack: bool = False, kernels: NativeKernels | None = None
+        self,
+        model: torch.nn.Module,
+        pack: bool = False,
+        kernels: NativeKernels | None = None,
+        gemv_f32: NativeGemvF32 | None = None,
     ) -> None:
-        """``pack``: run the linears on prepacked weights (``linear.py``; bfloat16 only);
-        ``kernels``: run residual-add + RMSNorm and SiLU-gate natively (bfloat16 only), and,
-        with ``pack``, the linears on the native GEMV (``gemv.py``) where it wins."""
+        """``pack``: run the linears on prepacked weights (``linear.py``); ``kernels``: run
+        residual-add + RMSNorm and SiLU-gate natively (bfloat16 only), and, with ``pack``, the
+        linears on the native GEMV (``gemv.py``) where it wins; ``gemv_f32``: with ``pack``,
+        a float32 model's linears on the float32 GEMV (``gemv_f32.py``) where it wins."""
         inner = model.model
         cfg = model.config
         # the pointwise kernels take bfloat16 rows of whole 16-lane vectors
@@ -130,8 +140,12 @@ class FusedLlama:
         self.rotary = inner.rotary_emb
         self.norm = inner.norm.weight
         self.eps = float(getattr(cfg, "rms_norm_eps", 1e-6))
-        # the native linear where the weights are prepacked anyway (bfloat16)
-        self.gemv = NativeGemv(kernels.library) if pack and kernels is not None and bf16 else None
+        # the native linear where the weights are prepacked anyway
+        self.gemv: NativeGemv | NativeGemvF32 | None = None
+        if pack and kernels is not None and bf16:
+            self.gemv = NativeGemv(kernels.library)
+        elif pack and gemv_f32 is not None and self.embed.dtype == torch.float32:
+            self.gemv = gemv_f32
         # whether every linear below runs on the GEMV (off where ``calibrate.gemv_wins`` finds
         # oneDNN faster); shared by them all
         self.gemv_switch = GemvSwitch()

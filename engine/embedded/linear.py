@@ -11,8 +11,9 @@ step runs on it instead; it reads the weights at 25-37 GB/s (``gemv.py``).
 The packed copies sit beside the original (transformers' forward and the tied embedding still
 read that), each about the size of the model's linear weights again. Packing is used for
 bfloat16, where oneDNN's AVX-512 BF16 kernels apply, and for float32 only under speculative
-decoding (``packing_helps_drafts``); a PyTorch build without the op, or one that fails a probe,
-keeps ``F.linear``.
+decoding (``packing_helps_drafts``) or where the float32 GEMV runs (``gemv_f32.py``: it keeps
+oneDNN's copy until the engine has timed both); a PyTorch build without the op, or one that
+fails a probe, keeps ``F.linear``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.embedded.gemv import GemvSwitch, NativeGemv
+from engine.embedded.gemv_f32 import NativeGemvF32
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,7 @@ def make_linear(
     weight: torch.Tensor,
     bias: torch.Tensor | None,
     pack: bool,
-    gemv: NativeGemv | None = None,
+    gemv: NativeGemv | NativeGemvF32 | None = None,
     switch: GemvSwitch | None = None,
 ) -> Linear:
     """``x -> x @ weight.T + bias``, on a prepacked copy of ``weight`` when ``pack``; with
@@ -90,7 +92,7 @@ class GemvLinear:
 
     def __init__(
         self,
-        gemv: NativeGemv,
+        gemv: NativeGemv | NativeGemvF32,
         weight: torch.Tensor,
         bias: torch.Tensor | None,
         packed: torch.Tensor,
@@ -99,6 +101,7 @@ class GemvLinear:
         self.gemv, self.bias, self.switch = gemv, bias, switch
         self.packed: torch.Tensor | None = packed
         self.panels, self.outputs = gemv.pack(weight), weight.shape[0]
+        self.weight_bytes = weight.numel() * weight.element_size()  # oneDNN's copy, about
 
     def drop_fallback(self) -> None:
         """Free oneDNN's copy (the weight's size again) once the engine has settled on the

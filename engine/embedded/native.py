@@ -16,31 +16,29 @@ loaded with ctypes.
 
 ``load_native_kernels`` returns ``None`` (the engine keeps PyTorch's attention) when the
 CPU lacks the instructions, when PyTorch runs below AVX-512 (``ATEN_CPU_CAPABILITY=avx2``, the
-portable path), or when no compiler is found; the reason is logged. The library is cached under
-``cache_dir`` by a hash of its source and flags, so later starts only load it; a build writes a
-temporary file and renames it, so concurrent starts never load a half-written library.
+portable path), or when no compiler is found; the reason is logged. The library is built once
+per machine and cached (``cbuild.py``).
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
-import hashlib
 import logging
 import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import torch
+
+from engine.embedded.cbuild import compile_library, compiler_accepts, find_compiler
 
 log = logging.getLogger(__name__)
 
 KERNELS = Path(__file__).with_name("kernels")
 SOURCES = (KERNELS / "attention.c", KERNELS / "pointwise.c", KERNELS / "gemv.c")
+SOURCES += (KERNELS / "gemv_pack.c",)
 SOURCES += (KERNELS / "attention_amx.c", KERNELS / "decode_step.c")
-HEADERS = (KERNELS / "vec.h", KERNELS / "kv_pack.h", KERNELS / "kernels.h")
+HEADERS = (KERNELS / "vec.h", KERNELS / "kv_pack.h", KERNELS / "kernels.h", KERNELS / "gemv_pack.h")
 # -fopenmp: the library binds to the libgomp PyTorch has loaded (same soname): one thread team
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp")
 FLAGS += ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma")
@@ -79,60 +77,19 @@ def unsupported_reason() -> str | None:
         return f"CPU lacks {', '.join(sorted(missing))}"
     if "AVX512" not in torch.backends.cpu.get_cpu_capability():
         return "PyTorch runs below AVX-512 (ATEN_CPU_CAPABILITY)"
-    if _compiler() is None:
+    if find_compiler() is None:
         return "no C compiler (cc or gcc) on PATH"
     return None
-
-
-def _compiler() -> str | None:
-    return shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-
-
-@functools.lru_cache(maxsize=8)
-def compiler_accepts(compiler: str, flags: tuple[str, ...]) -> bool:
-    """Whether ``compiler`` compiles a trivial C file with ``flags``."""
-    try:
-        done = subprocess.run(
-            [compiler, *flags, "-x", "c", "-c", "-o", os.devnull, "-"],
-            input="int probe;\n",
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
 
 
 def build(cache_dir: Path) -> Path:
     """Compile the kernel into ``cache_dir`` unless it is there; return the library's path.
     Raises ``RuntimeError`` with the compiler's message when the build fails."""
-    compiler = _compiler()
+    compiler = find_compiler()
     if compiler is None:
         raise RuntimeError("no C compiler (cc or gcc) on PATH")
     flags = FLAGS + (AMX_FLAGS if compiler_accepts(compiler, AMX_FLAGS) else ())
-    source = b"".join(p.read_bytes() for p in SOURCES + HEADERS)
-    digest = hashlib.sha256(source + " ".join([compiler, *flags]).encode()).hexdigest()[:16]
-    target = cache_dir / f"kernels-{digest}.so"
-    if target.exists():
-        return target
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=cache_dir)
-    os.close(fd)
-    try:
-        done = subprocess.run(
-            [compiler, *flags, *map(str, SOURCES), "-o", tmp, "-lm"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"kernel build failed: {done.stderr.strip()[-2000:]}")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
+    return compile_library(cache_dir, "kernels", SOURCES, HEADERS, flags, compiler)
 
 
 class NativeKernels:

@@ -6,11 +6,10 @@
  * kernel streams the weights in the order it reads them and reaches 25-37 GB/s there (a
  * streaming sum of 1 GiB: 33-35 GB/s).
  *
- * gemv_pack: W [n, k] (row-major) -> blocks of 32 output rows (two panels of 16), each
- *   block's k in pairs, the two panels' lines of one pair side by side:
- *   wp[((i / 32) * (k / 2) + p) * 64 + (i % 32 / 16) * 32 + (i % 16) * 2 + e] = W[i, 2p + e]
- *   so one 64-byte load holds one k pair of 16 outputs: the operand VDPBF16PS takes with a
- *   broadcast pair of x; and a block is one sequential stream (a panel after the other made
+ * The weights are in gemv_pack's panels (gemv_pack.h): blocks of 32 outputs, each k pair's
+ *   two 16-output lines side by side. So one 64-byte load holds one k pair of 16 outputs:
+ *   the operand VDPBF16PS takes with a broadcast pair of x; and a block is one sequential
+ *   stream (a panel after the other made
  *   two streams 18 KB apart per thread, and the prefetchers kept up worse: SmolLM2-135M's 30
  *   layers' linears plus its head, 1 row, 2 vCPUs of a Zen 5 VM: 5.3 -> 3.5 ms, 50 -> 76 GB/s;
  *   8 rows 47 -> 68 GB/s).
@@ -20,13 +19,14 @@
  *   in cache.
  *
  * Layouts: x[m, j] at x + m * x_row + j; y[m, i] at y + m * y_row + i (both contiguous in
- * their last dimension). Both return 0, or -1 for a shape they do not take (n a multiple of
+ * their last dimension). It returns 0, or -1 for a shape it does not take (n a multiple of
  * 32, k even and positive, rows >= 1); nothing is written then.
  */
 #include <immintrin.h>
 #include <omp.h>
 #include <stdint.h>
 
+#include "gemv_pack.h"
 #include "kernels.h" /* its own prototypes, checked against the definitions */
 #include "vec.h"
 
@@ -40,18 +40,6 @@
  * the prefetches only cost issue slots; at 2 rows the head alone, 57 MB: 940 -> 880 us) */
 #define AHEAD 32
 #define PREFETCH_ROWS 2
-
-int gemv_pack(const bf16 *w, int n, int k, bf16 *wp) {
-    if (n <= 0 || n % (2 * PANEL) || k <= 0 || k % 2) return -1;
-    const int pairs = k / 2;
-    for (int i = 0; i < n; i++) {
-        const uint32_t *src = (const uint32_t *)(w + (int64_t)i * k);
-        uint32_t *dst = (uint32_t *)wp + (int64_t)(i / (2 * PANEL)) * pairs * 2 * PANEL +
-                        (i % (2 * PANEL) / PANEL) * PANEL + (i % PANEL);
-        for (int p = 0; p < pairs; p++) dst[(int64_t)p * 2 * PANEL] = src[p];
-    }
-    return 0;
-}
 
 /* rows R (a compile-time constant) of x against the block at a: pair p's 16 outputs of the
  * first panel at a + 64p, of the second at a + 64p + 32 */
