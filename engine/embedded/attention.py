@@ -8,8 +8,9 @@ prompt tokens for one slot each). The forward computes the projections, rotary e
 and MLPs for all tokens together (one GEMM per weight); ``attend`` stores each token's key
 and value in its slot and attends per request:
 - decode queries: on the native kernels (``native.py``), each over its own row up to itself,
-  reading a prompt prefix all rows share once; else in one batched matmul over the rows'
-  padded width, with an additive mask. A draft is a decode query rather than a segment: a
+  reading a prompt prefix all rows share once (in float32, on the AVX2 kernel:
+  ``attention_f32.py``); else in one batched matmul over the rows' padded width, with an
+  additive mask. A draft is a decode query rather than a segment: a
   segment repacks its row's whole prefix in every layer, which costs a single stream 20% a
   step and eight streams 2x (measured), where a decode query reads the row in place;
 - each prefill segment over its slot's prefix plus itself, causally: on the native kernels
@@ -25,6 +26,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -85,6 +87,22 @@ class Segment:
     path: str = ""
 
 
+class DecodeKernel(Protocol):
+    """Native decode attention (``NativeKernels``, or ``attention_f32.NativeDecodeF32``)."""
+
+    def decode(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        lengths: torch.Tensor,
+        shared: int,
+        out: torch.Tensor,
+        scale: float,
+        slots: torch.Tensor | None = None,
+    ) -> None: ...
+
+
 @dataclass
 class StepPlan:
     pool: KVPool
@@ -104,6 +122,8 @@ class StepPlan:
     # each row's drafts as (first query index, segment): without the kernel they attend as a
     # short causal segment of their row (gathering whole rows per query would copy them all)
     draft_runs: list[tuple[int, Segment]] | None = None
+    # decode queries attend on this when set: ``kernel``, or a decode-only kernel without it
+    decoder: DecodeKernel | None = None
 
 
 def make_plan(
@@ -114,6 +134,7 @@ def make_plan(
     shared: int = 0,
     drafts: Sequence[tuple[int, int]] = (),
     route: PrefillRoute = NATIVE_PREFILL,
+    decoder: DecodeKernel | None = None,
 ) -> StepPlan:
     """Plan a step; decoding rows are pool rows ``0 .. n_decode - 1`` at their current lengths.
     Grows the pool first if a row would overflow it (the decode mask spans its capacity).
@@ -121,7 +142,9 @@ def make_plan(
     head size (``NativeKernels.supports``); ``shared``: the decoding rows' prompts begin with
     this many identical tokens (their KV is read once); ``drafts``: ``(row, count)`` pairs,
     ``count`` draft tokens of decoding row ``row`` after its new token, as decode queries in
-    that order; ``route``: where each prefill segment attends when the kernels are loaded."""
+    that order; ``route``: where each prefill segment attends when the kernels are loaded;
+    ``decoder``: where decode queries attend without ``kernel`` (checked like it)."""
+    decoder = kernel if kernel is not None else decoder
     lengths = pool.lengths[:n_decode]
     rows, pos = list(range(n_decode)), list(lengths)
     runs: list[tuple[int, Segment]] = []
@@ -131,7 +154,7 @@ def make_plan(
         pos += range(lengths[row] + 1, lengths[row] + 1 + count)
     pool.ensure(max([p + 1 for p in pos] + [s.start + s.count for s in segments]))
     mask = None
-    if n_decode and kernel is None:  # the decoding rows' new tokens (drafts: ``draft_runs``)
+    if n_decode and decoder is None:  # the decoding rows' new tokens (drafts: ``draft_runs``)
         cols = torch.arange(pool.capacity).unsqueeze(0)
         mask = torch.zeros((n_decode, pool.capacity), dtype=torch.float32)
         mask.masked_fill_(cols > torch.tensor(lengths).unsqueeze(1), float("-inf"))
@@ -151,7 +174,8 @@ def make_plan(
         decode_shared=min([shared, *lengths]) if n_decode > 1 else 0,
         decode_rows=torch.tensor(rows, dtype=torch.long) if drafted else None,
         decode_slots=torch.tensor(rows, dtype=torch.int32) if drafted else None,
-        draft_runs=runs if drafted else None,
+        draft_runs=runs if drafted and decoder is None else None,
+        decoder=decoder,
     )
 
 
@@ -216,9 +240,9 @@ def attend(
         cache_k[rows, :, plan.decode_pos] = key[0, :, :n].transpose(0, 1)
         cache_v[rows, :, plan.decode_pos] = value[0, :, :n].transpose(0, 1)
         q = query[0, :, :n].transpose(0, 1)  # [n, Hq, D]
-        if plan.kernel is not None:
+        if plan.decoder is not None:
             lengths, shared, slots = plan.decode_lengths, plan.decode_shared, plan.decode_slots
-            plan.kernel.decode(q, cache_k, cache_v, lengths, shared, out[0, :n], scale, slots)
+            plan.decoder.decode(q, cache_k, cache_v, lengths, shared, out[0, :n], scale, slots)
         else:
             n_rows = len(plan.decode_mask) if plan.decode_mask is not None else 0
             if n_rows:

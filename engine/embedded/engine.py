@@ -24,6 +24,7 @@ from engine.base import (
 )
 from engine.embedded.attention import NATIVE_PREFILL, run_step
 from engine.embedded.attention import install as install_pool_attention
+from engine.embedded.attention_f32 import NativeDecodeF32
 from engine.embedded.calibrate import gemv_wins, prefill_route
 from engine.embedded.fused import FusedLlama, fusable
 from engine.embedded.gemv_f32 import load_gemv_f32
@@ -134,11 +135,15 @@ class EmbeddedEngine:
         kernel = load_native_kernels(kernel_dir) if native_attention else None
         if kernel is not None and not kernel.supports(self._dtype, head_dim):
             kernel = None
-        self.attention = kernel.name if kernel is not None else "pytorch"
-        # float32 (a CPU without AVX-512 BF16): the linears on bfloat16 panels where it can
-        gemv_f32 = None
-        if native_attention and self._dtype == torch.float32 and self.runner == "fused":
+        # float32 (a CPU without AVX-512 BF16): the AVX2 library's decode attention, and the
+        # fused runner's linears on bfloat16 panels where they run faster (``gemv_f32.py``)
+        gemv_f32, decoder = None, None
+        if native_attention and kernel is None and self._dtype == torch.float32:
             gemv_f32 = load_gemv_f32(kernel_dir)
+        if gemv_f32 is not None and NativeDecodeF32.supports(self._dtype, head_dim):
+            decoder = NativeDecodeF32(gemv_f32.library)
+        named = kernel if kernel is not None else decoder
+        self.attention = named.name if named is not None else "pytorch"
         packable = packing_available(self._dtype) or (
             (self.speculative.enabled or gemv_f32 is not None) and packing_helps_drafts(self._dtype)
         )
@@ -149,7 +154,8 @@ class EmbeddedEngine:
             heads = (cfg.num_attention_heads, cfg.num_key_value_heads)
             route = prefill_route(kernel, *heads, head_dim)
         if self.runner == "fused":
-            runner = FusedLlama(self.model, pack=packed, kernels=kernel, gemv_f32=gemv_f32)
+            f32 = gemv_f32 if self.runner == "fused" else None
+            runner = FusedLlama(self.model, pack=packed, kernels=kernel, gemv_f32=f32)
             forward = runner.step
             if runner.gemv is not None:
                 if calibrate:
@@ -167,6 +173,8 @@ class EmbeddedEngine:
         else:
             forward = functools.partial(run_step, self.model)
         native = f"{kernel.name} kernels" if kernel is not None else "PyTorch attention"
+        if decoder is not None:
+            native = f"PyTorch prefill attention, {decoder.name} decode attention"
         if kernel is not None and route != NATIVE_PREFILL:
             native += f" ({route.summary()})"
         spec = ", n-gram speculation" if self.speculative.enabled else ""
@@ -179,11 +187,11 @@ class EmbeddedEngine:
             head_dim=head_dim,
             dtype=self._dtype,
         )
-        if kernel is not None:
+        if kernel is not None or decoder is not None:
             # rows sized up front for an even share of the KV budget: growing them when the first
             # long prompt arrives stalls every running request (0.52 s for 8 rows of 1,792
-            # positions on 2 cores). Only with the native kernels, whose decode reads each row up
-            # to its length; PyTorch's attention masks whole rows, so it keeps them short
+            # positions on 2 cores). Only with a native decode kernel, which reads each row up to
+            # its length; PyTorch's attention masks whole rows, so it keeps them short
             pool.ensure(reserved_positions(self.context_length, kv_budget_tokens, max_running))
         self._scheduler = Scheduler(
             forward,
@@ -197,6 +205,7 @@ class EmbeddedEngine:
             kernel,
             self.speculative,
             route,
+            decoder,
         )
 
     # ---- contract -------------------------------------------------------------------------

@@ -26,7 +26,8 @@ from engine.embedded.native import KERNELS, cpu_flags, default_cache_dir
 
 log = logging.getLogger(__name__)
 
-SOURCES = (KERNELS / "gemv_avx2.c", KERNELS / "gemv_pack.c")
+# one library: the linear and the decode attention (``attention_f32.py``)
+SOURCES = (KERNELS / "gemv_avx2.c", KERNELS / "gemv_pack.c", KERNELS / "attention_avx2.c")
 HEADERS = (KERNELS / "gemv_pack.h",)
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp", "-mavx2", "-mfma")
 NEEDED = frozenset({"avx2", "fma"})
@@ -99,7 +100,7 @@ def build(cache_dir: Path) -> Path:
     compiler = find_compiler()
     if compiler is None:
         raise RuntimeError("no C compiler (cc or gcc) on PATH")
-    return compile_library(cache_dir, "gemv-avx2", SOURCES, HEADERS, FLAGS, compiler)
+    return compile_library(cache_dir, "avx2-kernels", SOURCES, HEADERS, FLAGS, compiler)
 
 
 def load_gemv_f32(cache_dir: Path | None = None) -> NativeGemvF32 | None:

@@ -25,7 +25,13 @@ from collections.abc import Callable
 import torch
 
 from engine.base import EngineBusy, EngineError, Finished, InvalidRequest
-from engine.embedded.attention import NATIVE_PREFILL, PrefillRoute, StepPlan, make_plan
+from engine.embedded.attention import (
+    NATIVE_PREFILL,
+    DecodeKernel,
+    PrefillRoute,
+    StepPlan,
+    make_plan,
+)
 from engine.embedded.kv_pool import KVPool
 from engine.embedded.logprobs import first_logit_position
 from engine.embedded.native import NativeKernels
@@ -73,10 +79,12 @@ class Scheduler:
         kernel: NativeKernels | None = None,
         speculative: SpeculativeConfig = OFF,
         route: PrefillRoute = NATIVE_PREFILL,
+        decoder: DecodeKernel | None = None,
     ) -> None:
         self.forward = forward  # one packed step: (tokens, plan, keep) -> logits
         self.kernel = kernel  # native attention, or None (PyTorch attention)
         self.route = route  # which prefill segments the kernel attends (the rest: SDPA)
+        self.decoder = decoder  # decode attention without ``kernel`` (float32, AVX2), or None
         self.speculative = speculative  # prompt-lookup drafts for decoding requests
         self.decode = decode
         self.eos = eos
@@ -233,8 +241,9 @@ class Scheduler:
             return
         n = len(self.decoding)
         plan = make_plan(
-            self.pool, n, step.segments, self.kernel, self.shared, step.draft_counts, self.route
-        )
+            self.pool, n, step.segments, self.kernel, self.shared, step.draft_counts, self.route,
+            self.decoder,
+        )  # fmt: skip
         logits = self.forward(step.tokens, plan, step.keep)
         for seq, lo, row, count in step.scored:
             seq.score_prompt(logits[row : row + count], lo)

@@ -97,6 +97,8 @@ print(json.dumps({
 
 
 def test_portable_path_without_avx512(model_dir) -> None:  # noqa: ANN001
+    from engine.embedded.gemv_f32 import unsupported_reason as avx2_reason
+
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
         [sys.executable, "-c", _PORTABLE, str(model_dir)],
@@ -110,9 +112,13 @@ def test_portable_path_without_avx512(model_dir) -> None:  # noqa: ANN001
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["capability"] == "AVX2"
     assert out["dtype"] == "float32"  # "auto" picks float32 without AVX-512
-    assert out["attention"] == "pytorch"  # the native kernels need AVX-512 BF16
-    if "speculation" not in out["runtime"]:  # float32 is packed only for speculation's drafts
+    # the AVX-512 kernels need PyTorch at AVX-512; the float32 ones only the CPU's AVX2
+    avx2 = avx2_reason() is None
+    assert out["attention"] == ("avx2" if avx2 else "pytorch")
+    # float32 is packed only for speculation's drafts, or for the AVX2 GEMV (in bfloat16)
+    if "speculation" not in out["runtime"] and not avx2:
         assert "prepacked" not in out["runtime"]
+    assert ("native GEMV (AVX2" in out["runtime"]) <= avx2
     assert out["completion"] > 0
     # the second run reuses every prompt token but the last, and answers the same
     assert out["same"] is True

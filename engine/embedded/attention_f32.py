@@ -1,0 +1,79 @@
+"""Float32 decode attention on the AVX2 kernel (``kernels/attention_avx2.c``), for CPUs without
+AVX-512 BF16, where the engine runs in float32 and the AVX-512 kernels do not load.
+
+It takes the decode queries of a step as the AVX-512 kernel does (``NativeKernels.decode``):
+each over its own pool row up to itself, drafts included, so ``attend`` hands it the same
+arguments. It reads every row's own copy of a shared prompt prefix (the rows hold it: the
+pool is filled alike on every path) rather than reading it once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import torch
+
+_PTR, _I64, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+
+
+class NativeDecodeF32:
+    """Decode attention over a float32 KV pool (from the AVX2 library, ``gemv_f32.py``)."""
+
+    name = "avx2"
+
+    def __init__(self, library: Path) -> None:
+        fn = ctypes.CDLL(str(library)).decode_attention_f32
+        fn.argtypes = [_PTR, _I64, _I64, _PTR, _PTR, _I64, _I64, _INT, _INT, _PTR, _PTR]
+        fn.argtypes += [_PTR, _I64, _I64] + [_INT] * 4 + [ctypes.c_float, _INT]
+        fn.restype = _INT
+        self._fn = fn
+
+    @staticmethod
+    def supports(dtype: torch.dtype, head_dim: int) -> bool:
+        return dtype == torch.float32 and head_dim % 8 == 0 and 8 <= head_dim <= 256
+
+    def decode(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        lengths: torch.Tensor,
+        shared: int,
+        out: torch.Tensor,
+        scale: float,
+        slots: torch.Tensor | None = None,
+    ) -> None:
+        """As ``NativeKernels.decode``, in float32: ``query``/``out`` ``[n, Hq, D]``,
+        ``keys``/``values`` ``[slots, Hkv, capacity, D]``, ``lengths`` (and ``slots``) ``[n]``
+        int32. ``shared`` is accepted and not needed. Writes ``out``."""
+        del shared  # every row holds its own copy of the shared prefix
+        n, hq, dim = query.shape
+        for t in (query, keys, values, out):
+            if t.dtype != torch.float32 or t.stride(-1) != 1:
+                raise ValueError("attention kernel: float32 tensors with a contiguous last dim")
+        for name, ints in (("lengths", lengths), ("slots", slots)):
+            if ints is not None and (
+                ints.dtype != torch.int32 or not ints.is_contiguous() or len(ints) != n
+            ):
+                raise ValueError(f"attention kernel: {name} must be n contiguous int32")
+        if (
+            keys.shape != values.shape
+            or keys.stride() != values.stride()
+            or keys.stride(2) != dim
+            or keys.shape[3] != dim
+            or out.shape != query.shape
+        ):
+            raise ValueError("attention kernel: shapes do not match the decode rows")
+        rc = self._fn(
+            query.data_ptr(), query.stride(0), query.stride(1),
+            keys.data_ptr(), values.data_ptr(), keys.stride(0), keys.stride(1),
+            keys.shape[0], keys.shape[2],
+            lengths.data_ptr(), None if slots is None else slots.data_ptr(),
+            out.data_ptr(), out.stride(0), out.stride(1),
+            n, hq, keys.shape[1], dim, scale, torch.get_num_threads(),
+        )  # fmt: skip
+        if rc == -2:
+            raise ValueError("attention kernel: a pool row or length out of range")
+        if rc != 0:
+            raise RuntimeError("attention kernel: unsupported shape or out of memory")
