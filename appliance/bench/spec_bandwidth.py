@@ -27,13 +27,16 @@ def measured_read_limit(repeats: int = 5) -> float:
 
 def weight_bytes(engine: EmbeddedEngine) -> int:
     """The bytes of every distinct parameter tensor (a tied embedding counted once: the
-    lm_head reads it whole every step; the embedding lookup reads only a few rows)."""
+    lm_head reads it whole every step; the embedding lookup reads only a few rows). Matrices
+    count in the dtype the step reads them in: a float32 engine's linears on the GEMV read
+    bfloat16 panels."""
     seen: set[int] = set()
     total = 0
+    matrix = torch.finfo(engine.linear_dtype).bits // 8
     for p in engine.model.parameters():
         if p.data_ptr() not in seen:
             seen.add(p.data_ptr())
-            total += p.numel() * p.element_size()
+            total += p.numel() * (matrix if p.dim() == 2 else p.element_size())
     return total
 
 

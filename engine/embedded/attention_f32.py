@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from engine.embedded.native import check_decode_indices
+
 _PTR, _I64, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
 
 
@@ -52,11 +54,7 @@ class NativeDecodeF32:
         for t in (query, keys, values, out):
             if t.dtype != torch.float32 or t.stride(-1) != 1:
                 raise ValueError("attention kernel: float32 tensors with a contiguous last dim")
-        for name, ints in (("lengths", lengths), ("slots", slots)):
-            if ints is not None and (
-                ints.dtype != torch.int32 or not ints.is_contiguous() or len(ints) != n
-            ):
-                raise ValueError(f"attention kernel: {name} must be n contiguous int32")
+        check_decode_indices(n, lengths, slots)
         if (
             keys.shape != values.shape
             or keys.stride() != values.stride()

@@ -33,6 +33,7 @@ from engine.embedded.kv_pool import KVPool, reserved_positions
 from engine.embedded.linear import packing_available, packing_helps_drafts
 from engine.embedded.native import cpu_flags, load_native_kernels
 from engine.embedded.omp import run_in_own_thread
+from engine.embedded.pointwise_f32 import NativeNormF32
 from engine.embedded.scheduler import Scheduler
 from engine.embedded.sequence import Job
 from engine.embedded.speculative import DEFAULT as DEFAULT_SPECULATIVE
@@ -130,6 +131,8 @@ class EmbeddedEngine:
         install_pool_attention(self.model)
         # the fused runner where the model has the Llama shape; transformers' forward otherwise
         self.runner = "fused" if fused and fusable(self.model) else "transformers"
+        # what a step reads the linears' weights in (bfloat16 panels on the float32 GEMV)
+        self.linear_dtype = self._dtype
         cfg = self.model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         kernel = load_native_kernels(kernel_dir) if native_attention else None
@@ -154,8 +157,8 @@ class EmbeddedEngine:
             heads = (cfg.num_attention_heads, cfg.num_key_value_heads)
             route = prefill_route(kernel, *heads, head_dim)
         if self.runner == "fused":
-            f32 = gemv_f32 if self.runner == "fused" else None
-            runner = FusedLlama(self.model, pack=packed, kernels=kernel, gemv_f32=f32)
+            norm = NativeNormF32(gemv_f32.library) if gemv_f32 is not None else None
+            runner = FusedLlama(self.model, packed, kernel, gemv_f32, norm)
             forward = runner.step
             if runner.gemv is not None:
                 if calibrate:
@@ -167,6 +170,7 @@ class EmbeddedEngine:
                         release_free_memory()
                         log.info("freed oneDNN's weight copies: %.0f MB", freed / 2**20)
                 if runner.gemv_switch.on:
+                    self.linear_dtype = torch.bfloat16  # the GEMV's panels
                     one_call = ", decode steps in one native call" if runner.native_step else ""
                     kind = " (AVX2, bfloat16 weights)" if runner.gemv is gemv_f32 else ""
                     weights += f" (native GEMV{kind} for every step{one_call})"

@@ -26,6 +26,7 @@ from engine.embedded.gemv import GemvSwitch, NativeGemv
 from engine.embedded.gemv_f32 import NativeGemvF32
 from engine.embedded.linear import GemvLinear, make_linear
 from engine.embedded.native import NativeKernels
+from engine.embedded.pointwise_f32 import NativeNormF32
 
 FUSABLE_TYPES = frozenset({"llama", "mistral", "qwen2"})
 
@@ -74,7 +75,7 @@ class _Layer:
         self,
         layer: torch.nn.Module,
         pack: bool,
-        gemv: NativeGemv | NativeGemvF32 | None,
+        gemv: NativeGemv | None,
         switch: GemvSwitch,
     ) -> None:
         attn, mlp = layer.self_attn, layer.mlp
@@ -122,17 +123,22 @@ class FusedLlama:
         pack: bool = False,
         kernels: NativeKernels | None = None,
         gemv_f32: NativeGemvF32 | None = None,
+        norm_f32: NativeNormF32 | None = None,
     ) -> None:
         """``pack``: run the linears on prepacked weights (``linear.py``); ``kernels``: run
         residual-add + RMSNorm and SiLU-gate natively (bfloat16 only), and, with ``pack``, the
         linears on the native GEMV (``gemv.py``) where it wins; ``gemv_f32``: with ``pack``,
-        a float32 model's linears on the float32 GEMV (``gemv_f32.py``) where it wins."""
+        a float32 model's linears on the float32 GEMV (``gemv_f32.py``) where it wins;
+        ``norm_f32``: a float32 model's residual-add + RMSNorm natively."""
         inner = model.model
         cfg = model.config
         # the pointwise kernels take bfloat16 rows of whole 16-lane vectors
         fits = cfg.hidden_size % 16 == 0 and cfg.intermediate_size % 16 == 0
         bf16 = model.lm_head.weight.dtype == torch.bfloat16
         self.kernels = kernels if fits and bf16 else None
+        f32 = model.lm_head.weight.dtype == torch.float32
+        native_norm = f32 and norm_f32 is not None and norm_f32.supports(cfg.hidden_size)
+        self.norm_f32 = norm_f32 if native_norm else None
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         # the rotary kernel takes each head's halves in whole 16-lane vectors
         self.native_rope = self.kernels is not None and self.head_dim % 32 == 0
@@ -141,7 +147,7 @@ class FusedLlama:
         self.norm = inner.norm.weight
         self.eps = float(getattr(cfg, "rms_norm_eps", 1e-6))
         # the native linear where the weights are prepacked anyway
-        self.gemv: NativeGemv | NativeGemvF32 | None = None
+        self.gemv: NativeGemv | None = None
         if pack and kernels is not None and bf16:
             self.gemv = NativeGemv(kernels.library)
         elif pack and gemv_f32 is not None and self.embed.dtype == torch.float32:
@@ -176,6 +182,8 @@ class FusedLlama:
         """``h += delta`` in place (the residual), then RMSNorm of ``h``."""
         if self.kernels is not None:
             return self.kernels.add_rms_norm(h, delta, weight, self.eps)
+        if self.norm_f32 is not None:
+            return self.norm_f32.add_rms_norm(h, delta, weight, self.eps)
         if delta is not None:
             h.add_(delta)
         return _rms(h, weight, self.eps)

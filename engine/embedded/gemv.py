@@ -34,16 +34,21 @@ class GemvSwitch:
 
 
 class NativeGemv:
-    """Packs weights for, and runs, the native linear (bfloat16 only)."""
+    """Packs weights for, and runs, the native linear (bfloat16 only). ``gemv_f32.py`` runs
+    float32 rows on the same panels: a subclass naming another product and row type."""
+
+    PRODUCT = "gemv_bf16"  # the library's product for rows of DTYPE
+    DTYPE = torch.bfloat16
 
     def __init__(self, library: Path) -> None:
         lib = ctypes.CDLL(str(library))
         self._pack = lib.gemv_pack
         self._pack.argtypes = [_PTR, _INT, _INT, _PTR]
-        self._run = lib.gemv_bf16
+        self._run = getattr(lib, self.PRODUCT)
         self._run.argtypes = [_PTR, _I64, _INT, _PTR, _INT, _INT, _PTR, _I64, _INT]
         for fn in (self._pack, self._run):
             fn.restype = _INT
+        self.library = library
 
     @staticmethod
     def fits(weight: torch.Tensor) -> bool:
@@ -52,22 +57,25 @@ class NativeGemv:
         return weight.dtype == torch.bfloat16 and n % PANEL_OUTPUTS == 0 and k % 2 == 0 and k > 0
 
     def pack(self, weight: torch.Tensor) -> torch.Tensor:
-        """The kernel's panels of ``weight`` (a new tensor of the same size)."""
+        """The kernel's bfloat16 panels of ``weight`` (a new tensor)."""
         if weight.dim() != 2 or not self.fits(weight):
-            raise ValueError("gemv: the weight must be [n, k] bfloat16, n % 32 == 0, k even")
-        w = weight.detach().contiguous()
+            raise ValueError(
+                f"gemv: the weight must be [n, k] {self.DTYPE} (values bfloat16 holds), "
+                "n % 32 == 0, k even"
+            )
+        w = weight.detach().bfloat16().contiguous()
         panels = torch.empty(w.numel(), dtype=torch.bfloat16)
         if self._pack(w.data_ptr(), w.shape[0], w.shape[1], panels.data_ptr()) != 0:
             raise ValueError("gemv: the kernel refused the weight's shape")
         return panels
 
     def __call__(self, x: torch.Tensor, panels: torch.Tensor, n: int) -> torch.Tensor:
-        """``x`` ``[m, k]`` bfloat16 (any row stride, contiguous rows) times the weight that
-        ``panels`` packs (``n`` outputs): ``[m, n]`` bfloat16."""
+        """``x`` ``[m, k]`` of DTYPE (any row stride, contiguous rows) times the weight that
+        ``panels`` packs (``n`` outputs): ``[m, n]`` of DTYPE."""
         m, k = x.shape
-        if x.dtype != torch.bfloat16 or x.stride(1) != 1 or panels.numel() != n * k:
-            raise ValueError("gemv: x must be [m, k] bfloat16 rows matching the weight")
-        y = torch.empty(m, n, dtype=torch.bfloat16)
+        if x.dtype != self.DTYPE or x.stride(1) != 1 or panels.numel() != n * k:
+            raise ValueError(f"gemv: x must be [m, k] {self.DTYPE} rows matching the weight")
+        y = torch.empty(m, n, dtype=self.DTYPE)
         rc = self._run(
             x.data_ptr(), x.stride(0), m, panels.data_ptr(), n, k, y.data_ptr(), n,
             torch.get_num_threads(),

@@ -13,7 +13,6 @@ Like the AVX-512 GEMV it runs every step of every size when the engine times it 
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import subprocess
 from pathlib import Path
@@ -21,34 +20,26 @@ from pathlib import Path
 import torch
 
 from engine.embedded.cbuild import compile_library, find_compiler
-from engine.embedded.gemv import PANEL_OUTPUTS
+from engine.embedded.gemv import PANEL_OUTPUTS, NativeGemv
 from engine.embedded.native import KERNELS, cpu_flags, default_cache_dir
 
 log = logging.getLogger(__name__)
 
-# one library: the linear and the decode attention (``attention_f32.py``)
+# one library: the linear, decode attention (``attention_f32.py``) and RMSNorm
+# (``pointwise_f32.py``)
 SOURCES = (KERNELS / "gemv_avx2.c", KERNELS / "gemv_pack.c", KERNELS / "attention_avx2.c")
+SOURCES += (KERNELS / "pointwise_avx2.c",)
 HEADERS = (KERNELS / "gemv_pack.h",)
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp", "-mavx2", "-mfma")
 NEEDED = frozenset({"avx2", "fma"})
 
-_PTR, _I64, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
 
-
-class NativeGemvF32:
+class NativeGemvF32(NativeGemv):
     """Packs weights for, and runs, the float32 linear on bfloat16 panels."""
 
+    PRODUCT = "gemv_f32_bf16"
+    DTYPE = torch.float32
     name = "avx2"
-
-    def __init__(self, library: Path) -> None:
-        lib = ctypes.CDLL(str(library))
-        self._pack = lib.gemv_pack
-        self._pack.argtypes = [_PTR, _INT, _INT, _PTR]
-        self._run = lib.gemv_f32_bf16
-        self._run.argtypes = [_PTR, _I64, _INT, _PTR, _INT, _INT, _PTR, _I64, _INT]
-        for fn in (self._pack, self._run):
-            fn.restype = _INT
-        self.library = library
 
     @staticmethod
     def fits(weight: torch.Tensor) -> bool:
@@ -58,31 +49,6 @@ class NativeGemvF32:
         if weight.dtype != torch.float32 or n % PANEL_OUTPUTS or k % 2 or k <= 0:
             return False
         return bool(torch.equal(weight.detach().bfloat16().float(), weight.detach()))
-
-    def pack(self, weight: torch.Tensor) -> torch.Tensor:
-        """The kernel's bfloat16 panels of ``weight`` (half its bytes)."""
-        if weight.dim() != 2 or not self.fits(weight):
-            raise ValueError("gemv: the weight must be [n, k] float32 that bfloat16 holds")
-        w = weight.detach().bfloat16().contiguous()
-        panels = torch.empty(w.numel(), dtype=torch.bfloat16)
-        if self._pack(w.data_ptr(), w.shape[0], w.shape[1], panels.data_ptr()) != 0:
-            raise ValueError("gemv: the kernel refused the weight's shape")
-        return panels
-
-    def __call__(self, x: torch.Tensor, panels: torch.Tensor, n: int) -> torch.Tensor:
-        """``x`` ``[m, k]`` float32 (any row stride, contiguous rows) times the weight that
-        ``panels`` packs (``n`` outputs): ``[m, n]`` float32."""
-        m, k = x.shape
-        if x.dtype != torch.float32 or x.stride(1) != 1 or panels.numel() != n * k:
-            raise ValueError("gemv: x must be [m, k] float32 rows matching the weight")
-        y = torch.empty(m, n, dtype=torch.float32)
-        rc = self._run(
-            x.data_ptr(), x.stride(0), m, panels.data_ptr(), n, k, y.data_ptr(), n,
-            torch.get_num_threads(),
-        )  # fmt: skip
-        if rc != 0:
-            raise ValueError("gemv: the kernel refused the shapes")
-        return y
 
 
 def unsupported_reason() -> str | None:

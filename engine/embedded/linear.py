@@ -25,7 +25,6 @@ import torch
 import torch.nn.functional as F
 
 from engine.embedded.gemv import GemvSwitch, NativeGemv
-from engine.embedded.gemv_f32 import NativeGemvF32
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +69,7 @@ def make_linear(
     weight: torch.Tensor,
     bias: torch.Tensor | None,
     pack: bool,
-    gemv: NativeGemv | NativeGemvF32 | None = None,
+    gemv: NativeGemv | None = None,
     switch: GemvSwitch | None = None,
 ) -> Linear:
     """``x -> x @ weight.T + bias``, on a prepacked copy of ``weight`` when ``pack``; with
@@ -92,7 +91,7 @@ class GemvLinear:
 
     def __init__(
         self,
-        gemv: NativeGemv | NativeGemvF32,
+        gemv: NativeGemv,
         weight: torch.Tensor,
         bias: torch.Tensor | None,
         packed: torch.Tensor,

@@ -189,11 +189,7 @@ class NativeKernels:
         ``[n, Hq, D]``. Writes ``out``."""
         n, hq, dim = query.shape
         _check_layout(query, keys[0], values[0], out)
-        for name, ints in (("lengths", lengths), ("slots", slots)):
-            if ints is not None and (
-                ints.dtype != torch.int32 or not ints.is_contiguous() or len(ints) != n
-            ):
-                raise ValueError(f"attention kernel: {name} must be n contiguous int32")
+        check_decode_indices(n, lengths, slots)
         if (
             keys.shape != values.shape
             or keys.stride(0) != values.stride(0)
@@ -269,6 +265,16 @@ class NativeKernels:
         if rc != 0:
             raise RuntimeError("native kernels: rotary refused the shape")
         return x
+
+
+def check_decode_indices(n: int, lengths: torch.Tensor, slots: torch.Tensor | None) -> None:
+    """Decode attention's per-query ``lengths`` (and ``slots``): ``n`` contiguous int32 each.
+    Their values are range-checked by the kernels, in their own pass over them."""
+    for name, ints in (("lengths", lengths), ("slots", slots)):
+        if ints is not None and (
+            ints.dtype != torch.int32 or not ints.is_contiguous() or len(ints) != n
+        ):
+            raise ValueError(f"attention kernel: {name} must be n contiguous int32")
 
 
 def _check_rows(*tensors: torch.Tensor | None) -> None:

@@ -81,14 +81,16 @@ def test_weights_it_does_not_take_are_refused(gemv: NativeGemvF32) -> None:
 def test_fused_runner_on_it_matches_transformers_float32(
     gemv: NativeGemvF32, model_dir: Path
 ) -> None:
-    """A float32 model's fused runner with every linear on the kernel: the logits of
-    transformers' own forward, for a prompt step and a decode step; its oneDNN copies freed."""
+    """A float32 model's fused runner with every linear on the kernel, and its norms on the
+    AVX2 RMSNorm: the logits of transformers' own forward, for a prompt step and a decode
+    step; its oneDNN copies freed."""
     from transformers import AutoModelForCausalLM
 
     from engine.embedded.attention import Segment, make_plan
     from engine.embedded.fused import FusedLlama
     from engine.embedded.kv_pool import KVPool
     from engine.embedded.linear import GemvLinear, packing_helps_drafts
+    from engine.embedded.pointwise_f32 import NativeNormF32
 
     if not packing_helps_drafts(torch.float32):
         pytest.skip("this PyTorch build has no oneDNN prepacked linear (the GEMV's fallback)")
@@ -96,8 +98,8 @@ def test_fused_runner_on_it_matches_transformers_float32(
     ids = list(range(500, 800))
     with torch.inference_mode():
         ref = model(torch.tensor([ids + [7]])).logits[0, -2:]
-    runner = FusedLlama(model, pack=True, gemv_f32=gemv)
-    assert runner.gemv is gemv and runner.gemv_switch.on
+    runner = FusedLlama(model, pack=True, gemv_f32=gemv, norm_f32=NativeNormF32(gemv.library))
+    assert runner.gemv is gemv and runner.gemv_switch.on and runner.norm_f32 is not None
     linears = [runner.lm_head] + [lin for layer in runner.layers for lin in (layer.qkv, layer.o)]
     assert all(isinstance(lin, GemvLinear) for lin in linears)
     weights = sum(p.numel() * 4 for n, p in model.named_parameters() if "proj" in n)

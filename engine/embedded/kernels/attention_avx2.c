@@ -12,9 +12,9 @@
  *   Each (query, KV head) is one work item, computed alike whatever else the call holds: the
  *   scores in key order, exp of each less the row's maximum, the values summed in key order
  *   and scaled by 1 / sum at the end.
- *   Returns 0; -1 for a shape it does not take (head_dim a multiple of 8 up to 256, hq a
- *   multiple of hkv, at most GROUP_MAX query heads a KV head); -2 for a row or length out of
- *   range; -3 when memory for the scores cannot be had. Nothing is written unless it returns 0.
+ *   Returns 0; -1 for a shape it does not take (head_dim a multiple of 8 up to DIM_MAX, hq a
+ *   multiple of hkv); -2 for a row or length out of range; -3 when memory for the scores
+ *   cannot be had. Nothing is written unless it returns 0.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -28,8 +28,7 @@ int decode_attention_f32(const float *q, int64_t q_row, int64_t q_head, const fl
                          int64_t o_row, int64_t o_head, int n, int hq, int hkv, int head_dim,
                          float scale, int n_threads);
 
-#define GROUP_MAX 16 /* query heads per KV head */
-#define DIM_MAX 256
+#define DIM_MAX 256 /* head size: a head's value sums, DIM_MAX / 8 vectors */
 
 /* e^x for x <= 0 (scores less their maximum): 2^(x log2 e) as 2^n 2^f, |f| <= 1/2, with a
  * degree-6 series for 2^f (relative error < 2e-7); below -87 it is 0 */
@@ -111,8 +110,8 @@ int decode_attention_f32(const float *q, int64_t q_row, int64_t q_head, const fl
                          int capacity, const int32_t *lengths, const int32_t *slots, float *out,
                          int64_t o_row, int64_t o_head, int n, int hq, int hkv, int head_dim,
                          float scale, int n_threads) {
-    if (n < 0 || hkv < 1 || hq % hkv || hq / hkv > GROUP_MAX || head_dim % 8 ||
-        head_dim < 8 || head_dim > DIM_MAX)
+    if (n < 0 || hkv < 1 || hq < hkv || hq % hkv || head_dim % 8 || head_dim < 8 ||
+        head_dim > DIM_MAX)
         return -1;
     int longest = 0;
     for (int i = 0; i < n; i++) {
