@@ -72,11 +72,7 @@ def _fuse(parts: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | No
 
 class _Layer:
     def __init__(
-        self,
-        layer: torch.nn.Module,
-        pack: bool,
-        gemv: NativeGemv | None,
-        switch: GemvSwitch,
+        self, layer: torch.nn.Module, pack: bool, gemv: NativeGemv | None, switch: GemvSwitch
     ) -> None:
         attn, mlp = layer.self_attn, layer.mlp
         qkv = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
