@@ -8,11 +8,11 @@ prompt tokens for one slot each). The forward computes the projections, rotary e
 and MLPs for all tokens together (one GEMM per weight); ``attend`` stores each token's key
 and value in its slot and attends per request:
 - decode queries: on the native kernels (``native.py``), each over its own row up to itself,
-  reading a prompt prefix all rows share once (in float32, on the AVX2 kernel:
-  ``attention_f32.py``); else in one batched matmul over the rows' padded width, with an
-  additive mask. A draft is a decode query rather than a segment: a
-  segment repacks its row's whole prefix in every layer, which costs a single stream 20% a
-  step and eight streams 2x (measured), where a decode query reads the row in place;
+  reading a prompt prefix all rows share once (in float32 the AVX2 kernel, ``attention_f32.py``,
+  which reads each row's own copy); else in one batched matmul over the rows' padded width,
+  with an additive mask. A draft is a decode query rather than a segment: a segment repacks
+  its row's whole prefix in every layer, which costs a single stream 20% a step and eight
+  streams 2x (measured), where a decode query reads the row in place;
 - each prefill segment over its slot's prefix plus itself, causally: on the native kernels
   where they are loaded (AVX-512 or AMX, as the step's ``PrefillRoute`` says; the AVX-512
   kernel loses to SDPA on CPUs with AMX, and may be routed there); else SDPA for long
