@@ -14,6 +14,18 @@ from support.backends import Backend
 from support.servers import MODEL, serving
 
 
+@pytest.fixture(scope="session")
+def gemv_f32(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """The AVX2 library, built for real once per session in a fresh folder: its float32 GEMV
+    (decode attention and RMSNorm load from its ``library``). Tests that use it carry
+    ``support.avx2_kernels.needs_avx2``."""
+    from engine.embedded.gemv_f32 import load_gemv_f32
+
+    loaded = load_gemv_f32(tmp_path_factory.mktemp("avx2-kernels"))
+    assert loaded is not None
+    return loaded
+
+
 @pytest.fixture(scope="module")
 def server_url(engine) -> Iterator[str]:  # noqa: ANN001
     from engine.server.app import build_server_app

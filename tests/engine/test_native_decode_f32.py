@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.avx2_kernels import needs_avx2
 
 from engine.embedded.attention_f32 import NativeDecodeF32
-from engine.embedded.gemv_f32 import load_gemv_f32, unsupported_reason
 
-REASON = unsupported_reason()
-pytestmark = pytest.mark.skipif(REASON is not None, reason=f"AVX2 kernels cannot run: {REASON}")
+pytestmark = needs_avx2
 
 
 @pytest.fixture(scope="module")
-def dec(tmp_path_factory: pytest.TempPathFactory) -> NativeDecodeF32:
-    loaded = load_gemv_f32(tmp_path_factory.mktemp("kernels"))
-    assert loaded is not None
-    return NativeDecodeF32(loaded.library)
+def dec(gemv_f32) -> NativeDecodeF32:  # noqa: ANN001
+    return NativeDecodeF32(gemv_f32.library)
 
 
 def pool(rows: int, hkv: int, capacity: int, dim: int, seed: int) -> tuple[torch.Tensor, ...]:

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.avx2_kernels import needs_avx2
 
-from engine.embedded.gemv_f32 import load_gemv_f32, unsupported_reason
 from engine.embedded.pointwise_f32 import NativeNormF32
 
-REASON = unsupported_reason()
-pytestmark = pytest.mark.skipif(REASON is not None, reason=f"AVX2 kernels cannot run: {REASON}")
+pytestmark = needs_avx2
 
 
 @pytest.fixture(scope="module")
-def norm(tmp_path_factory: pytest.TempPathFactory) -> NativeNormF32:
-    loaded = load_gemv_f32(tmp_path_factory.mktemp("kernels"))
-    assert loaded is not None
-    return NativeNormF32(loaded.library)
+def norm(gemv_f32) -> NativeNormF32:  # noqa: ANN001
+    return NativeNormF32(gemv_f32.library)
 
 
 @pytest.mark.parametrize("rows", [1, 3, 64, 200])  # 64 rows on: split across threads
