@@ -21,6 +21,8 @@ from appliance.bench.table import render
 from appliance.core.config import SAMPLE_CORPUS
 
 PREFIX, SUFFIX, NEW, STREAMS = 1500, 50, 64, 8
+COLD_RUNS = 3  # cold TTFT is the median of this many cold prompts
+TARGET = 0.8  # issue #34: at most 0.8x vLLM CPU on every column
 
 
 @dataclass(frozen=True)
@@ -51,9 +53,8 @@ def build_workload(model_dir: Path, quick: bool = False) -> Workload:
     ]
     # a distinct first token per phase keeps each phase cold on both servers
     heads = iter(range(1000, 1100))
-    head = next(heads)
-    cold = [head, *prefix, *suffixes[0]]
-    warm = [head, *prefix, *suffixes[1]]
+    cold = [[next(heads), *prefix, *suffixes[0]] for _ in range(COLD_RUNS)]
+    warm = [cold[0][0], *prefix, *suffixes[1]]
     distinct = [
         [next(heads), *ids[40 * i + 3 : 40 * i + 3 + prefix_len + suffix_len - 1]]
         for i in range(streams)
@@ -138,11 +139,15 @@ def _met(ok: bool) -> str:
     return "yes" if ok else "NO"
 
 
+def _spread(median: float, samples: list[float]) -> str:
+    return f"{median:.2f} s ({min(samples):.2f}-{max(samples):.2f})"
+
+
 def render_sides(peer: Side, ours: Side, work: Workload) -> str:
     p, o = peer.result, ours.result
     n, new = len(work.distinct), work.new_tokens
-    plen = len(work.cold)
-    shared = next(i for i, (a, b) in enumerate(zip(work.cold, work.warm, strict=True)) if a != b)
+    plen = len(work.cold[0])
+    shared = next(i for i, (a, b) in enumerate(zip(work.cold[0], work.warm, strict=True)) if a != b)
     rows = []
     if ours.startup_s is not None:
         ps = f"{peer.startup_s:.1f} s" if peer.startup_s is not None else "(running)"
@@ -152,20 +157,20 @@ def render_sides(peer: Side, ours: Side, work: Workload) -> str:
         )  # fmt: skip
     rows += [
         (
-            f"cold TTFT, {plen} tokens",
-            f"{p.cold.ttft_s:.2f} s",
-            f"{o.cold.ttft_s:.2f} s",
-            _ratio(o.cold.ttft_s, p.cold.ttft_s),
-            "",
-            "",
+            f"cold TTFT, {plen} tokens (median of {len(work.cold)})",
+            _spread(p.cold_ttft_s, [s.ttft_s for s in p.cold]),
+            _spread(o.cold_ttft_s, [s.ttft_s for s in o.cold]),
+            _ratio(o.cold_ttft_s, p.cold_ttft_s),
+            f"<= {TARGET}x",
+            _met(o.cold_ttft_s <= TARGET * p.cold_ttft_s),
         ),
         (
             "warm TTFT (same prefix, new suffix)",
             f"{p.warm.ttft_s:.3f} s ({p.warm.cached_tokens} cached)",
             f"{o.warm.ttft_s:.3f} s ({o.warm.cached_tokens} cached)",
             _ratio(o.warm.ttft_s, p.warm.ttft_s),
-            f"<= 1.0x, {shared} cached",
-            _met(o.warm.ttft_s <= p.warm.ttft_s and o.warm.cached_tokens >= shared),
+            f"<= {TARGET}x, {shared} cached",
+            _met(o.warm.ttft_s <= TARGET * p.warm.ttft_s and o.warm.cached_tokens >= shared),
         ),
     ]
     for label, a, b in (
@@ -178,14 +183,15 @@ def render_sides(peer: Side, ours: Side, work: Workload) -> str:
                 f"{a.wall_s:.1f} s, {a.tokens_per_s:.0f} tok/s, {a.cached} cached",
                 f"{b.wall_s:.1f} s, {b.tokens_per_s:.0f} tok/s, {b.cached} cached",
                 _ratio(b.wall_s, a.wall_s),
-                "<= 1.0x",
-                _met(b.wall_s <= a.wall_s),
+                f"<= {TARGET}x",
+                _met(b.wall_s <= TARGET * a.wall_s),
             )
         )
     if peer.peak_rss is not None and ours.peak_rss is not None:
         rows.append(
             ("peak RSS (process tree)", f"{peer.peak_rss / 2**30:.2f} GB",
-             f"{ours.peak_rss / 2**30:.2f} GB", _ratio(ours.peak_rss, peer.peak_rss), "", "")
+             f"{ours.peak_rss / 2**30:.2f} GB", _ratio(ours.peak_rss, peer.peak_rss),
+             f"<= {TARGET}x", _met(ours.peak_rss <= TARGET * peer.peak_rss))
         )  # fmt: skip
     headers = ("measure", peer.name, ours.name, "ratio", "target", "met")
     notes = f"load average (1/5/15 min) during vLLM: {peer.load}; during the appliance: {ours.load}"

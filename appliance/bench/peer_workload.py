@@ -9,6 +9,7 @@ Every phase starts from a prompt head no earlier request used (a distinct first 
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,8 +31,8 @@ class Workload:
     """Token-id prompts for each phase (built once, sent to every server)."""
 
     warmup: list[int]
-    cold: list[int]  # head + 1,500-token prefix + 50-token suffix
-    warm: list[int]  # the same head + prefix, another 50-token suffix
+    cold: list[list[int]]  # each: its own head + the 1,500-token prefix + a 50-token suffix
+    warm: list[int]  # the first cold prompt's head + prefix, another 50-token suffix
     distinct: list[list[int]]  # N prompts that share nothing
     shared: list[list[int]]  # N prompts: one new head + prefix, distinct suffixes
     new_tokens: int
@@ -57,10 +58,15 @@ class PhaseResult:
 
 @dataclass(frozen=True)
 class ServerResult:
-    cold: Served
+    cold: list[Served]  # one per cold prompt, in order
     warm: Served
     distinct: PhaseResult
     shared: PhaseResult
+
+    @property
+    def cold_ttft_s(self) -> float:
+        """The median cold TTFT: one long request alone is a noisy sample on a shared box."""
+        return statistics.median(s.ttft_s for s in self.cold)
 
 
 def model_id(client: httpx.Client, base: str) -> str:
@@ -127,7 +133,7 @@ def run_workload(base: str, work: Workload) -> ServerResult:
     with httpx.Client(limits=limits) as client:
         model = model_id(client, base)
         complete(client, base, model, work.warmup, 4)
-        cold = complete(client, base, model, work.cold, 1)
+        cold = [complete(client, base, model, ids, 1) for ids in work.cold]
         warm = complete(client, base, model, work.warm, 1)
         distinct = concurrently(client, base, model, work.distinct, work.new_tokens)
         shared = concurrently(client, base, model, work.shared, work.new_tokens)
