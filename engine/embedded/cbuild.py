@@ -17,6 +17,29 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (empty where /proc/cpuinfo is absent)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def cannot_build(needed: frozenset[str]) -> str | None:
+    """Why a library whose instructions need the CPU flags ``needed`` (as /proc/cpuinfo spells
+    them) cannot be built and run here: flags missing, or no compiler; None when it can."""
+    missing = needed - cpu_flags()
+    if missing:
+        return f"CPU lacks {', '.join(sorted(missing))}"
+    if find_compiler() is None:
+        return "no C compiler (cc or gcc) on PATH"
+    return None
+
+
 def find_compiler() -> str | None:
     """``$CC`` (default ``cc``), else ``gcc``, as found on PATH; None where neither is."""
     return shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")

@@ -26,12 +26,13 @@ from engine.embedded.attention import NATIVE_PREFILL, run_step
 from engine.embedded.attention import install as install_pool_attention
 from engine.embedded.attention_f32 import NativeDecodeF32
 from engine.embedded.calibrate import gemv_wins, prefill_route
+from engine.embedded.cbuild import cpu_flags
 from engine.embedded.fused import FusedLlama, fusable
 from engine.embedded.gemv_f32 import load_gemv_f32
 from engine.embedded.heap import keep_freed_memory, release_free_memory
 from engine.embedded.kv_pool import KVPool, reserved_positions
 from engine.embedded.linear import packing_available, packing_helps_drafts
-from engine.embedded.native import cpu_flags, load_native_kernels
+from engine.embedded.native import load_native_kernels
 from engine.embedded.omp import run_in_own_thread
 from engine.embedded.pointwise_f32 import NativeNormF32
 from engine.embedded.scheduler import Scheduler

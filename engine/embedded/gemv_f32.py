@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from engine.embedded.cbuild import compile_library, find_compiler
+from engine.embedded.cbuild import cannot_build, compile_library, find_compiler
 from engine.embedded.gemv import PANEL_OUTPUTS, NativeGemv
-from engine.embedded.native import KERNELS, cpu_flags, default_cache_dir
+from engine.embedded.native import KERNELS, default_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +53,7 @@ class NativeGemvF32(NativeGemv):
 
 def unsupported_reason() -> str | None:
     """Why the float32 GEMV cannot run here, or None when it can."""
-    missing = NEEDED - cpu_flags()
-    if missing:
-        return f"CPU lacks {', '.join(sorted(missing))}"
-    if find_compiler() is None:
-        return "no C compiler (cc or gcc) on PATH"
-    return None
+    return cannot_build(NEEDED)
 
 
 def build(cache_dir: Path) -> Path:

@@ -30,7 +30,13 @@ from pathlib import Path
 
 import torch
 
-from engine.embedded.cbuild import compile_library, compiler_accepts, find_compiler
+from engine.embedded.cbuild import (
+    cannot_build,
+    compile_library,
+    compiler_accepts,
+    cpu_flags,
+    find_compiler,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,28 +64,12 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "appliance" / "kernels"
 
 
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags (empty where /proc/cpuinfo is absent)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
-
-
 def unsupported_reason() -> str | None:
     """Why the kernel cannot run here, or None when it can."""
-    missing = NEEDED - cpu_flags()
-    if missing:
-        return f"CPU lacks {', '.join(sorted(missing))}"
-    if "AVX512" not in torch.backends.cpu.get_cpu_capability():
+    reason = cannot_build(NEEDED)
+    if reason is None and "AVX512" not in torch.backends.cpu.get_cpu_capability():
         return "PyTorch runs below AVX-512 (ATEN_CPU_CAPABILITY)"
-    if find_compiler() is None:
-        return "no C compiler (cc or gcc) on PATH"
-    return None
+    return reason
 
 
 def build(cache_dir: Path) -> Path:
