@@ -29,12 +29,26 @@ def _close(got: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> None:
     assert ((got.float() - want).abs() <= 2**-8 * want.abs() + 1e-3).all()
 
 
-@pytest.mark.parametrize("rows", [1, 2, 3, 7, 8, 9, 16, 17, 40])
+@pytest.mark.parametrize("rows", [1, 2, 3, 7, 8, 9, 15, 16, 17, 32, 33, 40])
 def test_any_row_count_matches_float32(gemv: NativeGemv, rows: int) -> None:
     torch.manual_seed(rows)
     w = torch.randn(96, 130).bfloat16()  # 3 blocks of 32 outputs; k not a multiple of 32
     x = torch.randn(rows, 130).bfloat16()
     _close(gemv(x, gemv.pack(w), 96), x, w)
+
+
+def test_a_row_is_the_same_bit_for_bit_whatever_shares_its_call(gemv: NativeGemv) -> None:
+    """The decode invariant the engine relies on (``GemvSwitch``): a row's result is the same
+    alone, in a decode-sized call (passes of up to 16 rows), and in a prompt-sized one (passes
+    of 8), for every pass size and remainder."""
+    torch.manual_seed(5)
+    w = torch.randn(3072, 576).bfloat16()
+    x = torch.randn(300, 576).bfloat16()
+    panels = gemv.pack(w)
+    alone = torch.cat([gemv(x[i : i + 1], panels, 3072) for i in range(300)])
+    for rows in (2, 8, 9, 12, 15, 16, 17, 24, 31, 32, 33, 40, 64, 300):
+        assert torch.equal(gemv(x[:rows], panels, 3072), alone[:rows]), rows
+    _close(alone, x, w)
 
 
 def test_rows_with_a_stride_and_a_model_shape(gemv: NativeGemv) -> None:
