@@ -78,11 +78,15 @@ def _plain_generate(engine: EmbeddedEngine, prompts: list[list[int]], new: int) 
     return time.perf_counter() - start
 
 
-def run_engine_bench(model_dir: Path, kv_budget_tokens: int = 32768, quick: bool = False) -> str:
+def run_engine_bench(
+    model_dir: Path, kv_budget_tokens: int = 32768, quick: bool = False, dtype: str = "auto"
+) -> str:
     prefix_len, suffix_len, new, streams = 1500, 50, 64, 8
     if quick:
         prefix_len, suffix_len, new, streams = 300, 20, 8, 4
-    engine = EmbeddedEngine(model_dir, kv_budget_tokens=kv_budget_tokens, max_running=streams)
+    engine = EmbeddedEngine(
+        model_dir, dtype=dtype, kv_budget_tokens=kv_budget_tokens, max_running=streams
+    )
     try:
         prefix = _corpus_ids(engine, prefix_len)
         suffixes = [
@@ -193,7 +197,7 @@ def main(argv: list[str], config: AppConfig) -> int:
     if args.speculative:
         from appliance.bench.spec_bench import run_spec_bench
 
-        print(run_spec_bench(model_dir, quick=args.quick))
+        print(run_spec_bench(model_dir, quick=args.quick, dtype=config.engine.dtype))
         return 0
     if args.peer:
         from appliance.bench.peer_bench import run_peer_bench
@@ -212,5 +216,6 @@ def main(argv: list[str], config: AppConfig) -> int:
             )
         )
         return 0
-    print(run_engine_bench(model_dir, config.engine.kv_budget_tokens, quick=args.quick))
+    engine = config.engine
+    print(run_engine_bench(model_dir, engine.kv_budget_tokens, args.quick, engine.dtype))
     return 0

@@ -192,11 +192,14 @@ def _bandwidth(off: EmbeddedEngine, new: int) -> tuple[float, float, float]:
 
 
 def run_spec_bench(
-    model_dir: Path, spec: SpeculativeConfig | None = None, quick: bool = False
+    model_dir: Path,
+    spec: SpeculativeConfig | None = None,
+    quick: bool = False,
+    dtype: str = "auto",
 ) -> str:
     spec = spec or SpeculativeConfig(mode="ngram")
     limit, new = (3, 32) if quick else (8, 96)
-    engine = EmbeddedEngine(model_dir, max_running=8, speculative=spec)
+    engine = EmbeddedEngine(model_dir, dtype=dtype, max_running=8, speculative=spec)
     try:
         rag = rag_prompts(limit)
         held_out = rag_prompts(limit, "qa_heldout.json")

@@ -25,6 +25,7 @@ from collections.abc import Callable
 import torch
 
 from engine.embedded.attention import PrefillRoute, Segment, causal_mask, sdpa_segment
+from engine.embedded.draft_budget import StepCosts
 from engine.embedded.gemv import GemvSwitch
 from engine.embedded.native import NativeKernels
 
@@ -37,6 +38,8 @@ SHORT_AFTER = (1024, 32)
 # steps timed for the GEMV: one stream alone, with 4 drafts, 8 streams, 8 with drafts, and a
 # piece of a prompt (the GEMV takes prefill too, where it wins: ``GemvSwitch``)
 LINEAR_STEPS = (1, 5, 8, 16, 128)
+# steps timed for the draft budget (``draft_budget.py``): decode rows with and without drafts
+COST_STEPS = (1, 2, 4, 8, 12, 16, 24, 32)
 REPS = 5
 # oneDNN takes the linears only when its mix runs in under this share of the GEMV's time. The
 # GEMV side is worth more than its linears' time: decode steps then run in one native call
@@ -148,3 +151,19 @@ def gemv_wins(run_linears: Callable[[int], None], switch: GemvSwitch, key: tuple
     assert isinstance(wins, bool)
     switch.on = wins
     return wins
+
+
+def step_costs(run_linears: Callable[[int], None], key: tuple) -> StepCosts:
+    """The linears' time for steps of ``COST_STEPS`` rows, as the runner runs them now (after
+    ``gemv_wins`` has set its switch); ``key`` names the weights' shapes for the per-process
+    memo."""
+    memo_key = ("costs", *key, torch.get_num_threads())
+    if memo_key not in _memo:
+        options: dict[str, Callable[[], object]] = {
+            str(rows): (lambda rows=rows: run_linears(rows)) for rows in COST_STEPS
+        }
+        medians = logged_medians("linears by rows (draft budget)", options, reps=3)
+        _memo[memo_key] = StepCosts(COST_STEPS, tuple(medians[str(r)] for r in COST_STEPS))
+    costs = _memo[memo_key]
+    assert isinstance(costs, StepCosts)
+    return costs

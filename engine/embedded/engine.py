@@ -25,8 +25,9 @@ from engine.base import (
 from engine.embedded.attention import NATIVE_PREFILL, run_step
 from engine.embedded.attention import install as install_pool_attention
 from engine.embedded.attention_f32 import NativeDecodeF32
-from engine.embedded.calibrate import gemv_wins, prefill_route
+from engine.embedded.calibrate import gemv_wins, prefill_route, step_costs
 from engine.embedded.cbuild import cpu_flags
+from engine.embedded.draft_budget import DraftBudget
 from engine.embedded.fused import FusedLlama, fusable
 from engine.embedded.gemv_f32 import load_gemv_f32
 from engine.embedded.heap import keep_freed_memory, release_free_memory
@@ -157,24 +158,29 @@ class EmbeddedEngine:
         if kernel is not None and calibrate:
             heads = (cfg.num_attention_heads, cfg.num_key_value_heads)
             route = prefill_route(kernel, *heads, head_dim)
+        budget = None
         if self.runner == "fused":
             norm = NativeNormF32(gemv_f32.library) if gemv_f32 is not None else None
             runner = FusedLlama(self.model, packed, kernel, gemv_f32, norm)
             forward = runner.step
+            shapes = (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers)
+            shapes += (cfg.vocab_size, cfg.num_attention_heads, cfg.num_key_value_heads)
+            shapes += (str(self._dtype), runner.gemv is not None)
             if runner.gemv is not None:
-                if calibrate:
-                    shapes = (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers)
-                    shapes += (cfg.vocab_size, cfg.num_attention_heads, cfg.num_key_value_heads)
-                    if gemv_wins(runner.run_linears, runner.gemv_switch, shapes):
-                        # settled for this process: oneDNN's copies of those weights are idle
-                        freed = runner.drop_onednn_copies()
-                        release_free_memory()
-                        log.info("freed oneDNN's weight copies: %.0f MB", freed / 2**20)
+                if calibrate and gemv_wins(runner.run_linears, runner.gemv_switch, shapes):
+                    # settled for this process: oneDNN's copies of those weights are idle
+                    freed = runner.drop_onednn_copies()
+                    release_free_memory()
+                    log.info("freed oneDNN's weight copies: %.0f MB", freed / 2**20)
                 if runner.gemv_switch.on:
                     self.linear_dtype = torch.bfloat16  # the GEMV's panels
                     one_call = ", decode steps in one native call" if runner.native_step else ""
                     kind = " (AVX2, bfloat16 weights)" if runner.gemv is gemv_f32 else ""
                     weights += f" (native GEMV{kind} for every step{one_call})"
+            if calibrate:
+                # what a step of each size costs, for the drafts it is worth (after the GEMV
+                # choice: the costs are those of the linears that will run)
+                budget = DraftBudget(step_costs(runner.run_linears, (*shapes, packed)))
         else:
             forward = functools.partial(run_step, self.model)
         native = f"{kernel.name} kernels" if kernel is not None else "PyTorch attention"
@@ -183,6 +189,7 @@ class EmbeddedEngine:
         if kernel is not None and route != NATIVE_PREFILL:
             native += f" ({route.summary()})"
         spec = ", n-gram speculation" if self.speculative.enabled else ""
+        spec += " (drafts as a step's cost allows)" if spec and budget is not None else ""
         self.runtime = f"{self.runner} runner{weights}, {native}{spec}"
         log.info("embedded engine: %s, %s", self.runtime, self._dtype)
         pool = KVPool(
@@ -211,6 +218,7 @@ class EmbeddedEngine:
             self.speculative,
             route,
             decoder,
+            budget,
         )
 
     # ---- contract -------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from engine.embedded.attention import (
     StepPlan,
     make_plan,
 )
+from engine.embedded.draft_budget import DraftBudget
 from engine.embedded.kv_pool import KVPool
 from engine.embedded.logprobs import first_logit_position
 from engine.embedded.native import NativeKernels
@@ -80,12 +81,14 @@ class Scheduler:
         speculative: SpeculativeConfig = OFF,
         route: PrefillRoute = NATIVE_PREFILL,
         decoder: DecodeKernel | None = None,
+        budget: DraftBudget | None = None,
     ) -> None:
         self.forward = forward  # one packed step: (tokens, plan, keep) -> logits
         self.kernel = kernel  # native attention, or None (PyTorch attention)
         self.route = route  # which prefill segments the kernel attends (the rest: SDPA)
         self.decoder = decoder  # decode attention without ``kernel`` (float32, AVX2), or None
         self.speculative = speculative  # prompt-lookup drafts for decoding requests
+        self.budget = budget  # how many drafts a step is worth here (None: all proposed)
         self.decode = decode
         self.eos = eos
         self.context_length = context_length
@@ -235,7 +238,7 @@ class Scheduler:
         room = PREFILL_CHUNK - len(self.decoding) if self.decoding else PREFILL_CHUNK_IDLE
         # speculation: a decoding row's drafts run as decode queries on its own pool row, at the
         # positions after its pending token; every draft position's logits are kept
-        drafts = plan_drafts(self.decoding, self.speculative, self.context_length, room)
+        drafts = plan_drafts(self.decoding, self.speculative, self.context_length, self._cap(room))
         step = pack_step(self.decoding, self.active, drafts, room)
         if step is None:
             return
@@ -248,10 +251,13 @@ class Scheduler:
         for seq, lo, row, count in step.scored:
             seq.score_prompt(logits[row : row + count], lo)
         done: list[Sequence] = []
+        step_drafted = step_accepted = 0
         for row, seq in enumerate(self.decoding):
             draft = step.drafts.get(row, [])
             accepted = verify(seq, logits[step.verify_rows[row]], draft)
             if draft:
+                step_drafted += len(draft)
+                step_accepted += accepted
                 seq.drafted += len(draft)
                 seq.accepted += accepted
                 seq.verify_steps += 1
@@ -260,6 +266,8 @@ class Scheduler:
                 self.pool.lengths[row] = len(seq.fed)
             if seq.finish:
                 done.append(seq)
+        if self.budget is not None and self.decoding:
+            self.budget.record(step_drafted, step_accepted)
         for seq in done:
             self._finish(seq)
         for seg, seq, row in zip(step.segments, step.owners, step.last_rows, strict=True):
@@ -277,6 +285,15 @@ class Scheduler:
             # does not feed its token: ``fed`` is still the prompt)
             self.cache.insert(seq.fed, self.pool.row(seq.slot, len(seq.fed)))
             self._join_decoding(seq)
+
+    def _cap(self, room: int) -> int:
+        """Draft tokens this step may run: ``room``, or fewer where the budget says more would
+        cost the step more than they are expected to give."""
+        if self.budget is None or not self.speculative.enabled or not self.decoding:
+            return room
+        prompt = sum(len(s.job.ids) - len(s.fed) for s in self.active if s.prefilling)
+        limit = min(room, self.speculative.max_step_drafts)
+        return self.budget.cap(len(self.decoding), min(prompt, room - limit), limit)
 
     def _join_decoding(self, seq: Sequence) -> None:
         """Move ``seq`` into row ``len(decoding)`` (decoding rows stay contiguous)."""

@@ -66,6 +66,24 @@ def test_gemv_wins_over_the_step_mix_or_not_at_all() -> None:
     assert not other.on and again.seen == []
 
 
+def test_step_costs_time_every_row_count_once_per_process() -> None:
+    # linears costing 1 ms flat up to 8 rows, then 0.5 ms a row more (real sleeps)
+    seen: list[int] = []
+
+    def run(rows: int) -> None:
+        seen.append(rows)
+        time.sleep(0.001 + 0.0005 * max(0, rows - 8))
+
+    key = ("test", uuid.uuid4().hex)
+    costs = calibrate.step_costs(run, key)
+    assert costs.rows == calibrate.COST_STEPS and set(seen) == set(calibrate.COST_STEPS)
+    assert costs.at(1) >= 0.001 and costs.at(8) < 0.002 + costs.at(1)
+    assert costs.at(32) >= 0.013 and costs.at(32) > costs.at(16) > costs.at(8)
+    # the same shapes again: no timing, the same costs
+    seen.clear()
+    assert calibrate.step_costs(run, key) is costs and seen == []
+
+
 @pytest.mark.skipif(REASON is not None, reason=f"native kernel cannot run: {REASON}")
 def test_prefill_route_times_the_real_kernels_once_per_process(
     monkeypatch: pytest.MonkeyPatch,

@@ -194,6 +194,31 @@ def test_speculation_is_switched_for_the_next_requests(pair) -> None:  # noqa: A
     assert stats.speculative is True and stats.spec_declined == ""
 
 
+def test_a_step_runs_only_the_drafts_its_cost_allows(pair, greedy) -> None:  # noqa: ANN001
+    """The engine measured its steps' costs when it loaded (``draft_budget.py``); with costs
+    under which no draft pays (a second row costs 100x the first), requests still speculate
+    (drafters run) but no decode step verifies a draft, and the answers are the plain ones.
+    One request at a time: a step that carries another's prompt chunk keeps its drafts."""
+    from engine.embedded.draft_budget import DraftBudget, StepCosts
+
+    off, on = pair
+    results_off, results_on, _, _ = greedy
+    sched = on._scheduler
+    measured = sched.budget
+    assert measured is not None and measured.costs.rows[0] == 1
+    assert sum(s.spec_draft_tokens for _, _, s in results_on) > 0  # recorded as they ran
+    assert measured.drafted > 0 and 0 < measured.rate < 1
+    requests = [GenerateRequest(messages=m, sampling=SamplingParams(16)) for m in PROMPTS]
+    try:
+        sched.budget = DraftBudget(StepCosts((1, 2), (1.0, 100.0)))  # a second row: 100x
+        results = [_run(on, r) for r in requests]
+    finally:
+        sched.budget = measured
+    for (text, _, stats), (text_off, _, _) in zip(results, results_off, strict=True):
+        assert stats.speculative and stats.spec_draft_tokens == 0
+        assert text_off.startswith(text)
+
+
 def test_bf16_answers_differ_only_at_ties(model_dir) -> None:  # noqa: ANN001
     """In the engine's own dtype (bfloat16 where the CPU has it), speculation's answer is the
     plain one until a position where the plain engine's two best tokens (nearly) tie: a
