@@ -34,7 +34,8 @@ OFF = SpeculativeConfig(mode="off")
 # on/off: grounded RAG one at a time 1.48x on the dev questions (1.63 tokens a step) and 1.13x
 # held out (1.23), 8 at a time 1.09x, open-ended text 1.28x alone and 1.07x 8 at a time
 # (Zen 5, 2026-12-05; on Zen 4 that day 1.43x, 1.03x, 1.00x, 1.22x, 1.02x: no row slower, and
-# greedy texts the same in every row)
+# greedy texts the same in every row). Where drafts would not pay, e.g. 8 streams on an AVX2
+# float32 engine (0.93x before), the engine's draft budget runs none (``draft_budget.py``)
 DEFAULT = SpeculativeConfig(mode="ngram")
 
 
