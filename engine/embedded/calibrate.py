@@ -19,6 +19,7 @@ medians. Results are kept per process and shape: engines built later in the same
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 from collections.abc import Callable
 
@@ -36,10 +37,9 @@ log = logging.getLogger(__name__)
 LONG_SEGMENT = (0, 512)
 SHORT_AFTER = (1024, 32)
 # steps timed for the GEMV: one stream alone, with 4 drafts, 8 streams, 8 with drafts, and a
-# piece of a prompt (the GEMV takes prefill too, where it wins: ``GemvSwitch``)
+# piece of a prompt (the GEMV takes prefill too, where it wins: ``GemvSwitch``); the winner's
+# times are also the step costs the draft budget interpolates (``draft_budget.py``)
 LINEAR_STEPS = (1, 5, 8, 16, 128)
-# steps timed for the draft budget (``draft_budget.py``): decode rows with and without drafts
-COST_STEPS = (1, 2, 4, 8, 12, 16, 24, 32)
 REPS = 5
 # oneDNN takes the linears only when its mix runs in under this share of the GEMV's time. The
 # GEMV side is worth more than its linears' time: decode steps then run in one native call
@@ -131,39 +131,40 @@ def gemv_wins(run_linears: Callable[[int], None], switch: GemvSwitch, key: tuple
     """Whether steps of ``LINEAR_STEPS`` rows run with their linears on the GEMV rather than on
     oneDNN, timing ``run_linears(rows)`` over that mix with ``switch`` set for each side: the
     GEMV unless oneDNN is clearly faster (``ONEDNN_EDGE``); ``switch`` is left on if so.
-    ``key`` names the weights' shapes for the per-process memo.
+    ``key`` names the weights' shapes for the per-process memo. The winner's time for each
+    step size is kept too (``linear_costs``).
 
     All or nothing, for steps of every size (``GemvSwitch`` says why): a crossover would let a
     request's greedy output depend on its neighbours and on its own drafts."""
     memo_key = ("gemv", *key, torch.get_num_threads())
     if memo_key not in _memo:
+        each: dict[tuple[bool, int], list[float]] = {}
 
         def mix(on: bool) -> None:
             switch.on = on
             for rows in LINEAR_STEPS:
+                start = time.perf_counter()
                 run_linears(rows)
+                each.setdefault((on, rows), []).append(time.perf_counter() - start)
 
         options = {"gemv": lambda: mix(True), "onednn": lambda: mix(False)}
         # fewer rounds: one mix is ~0.1 s, and the two sides differ by 10-40% where measured
         medians = logged_medians(f"linears of steps of {LINEAR_STEPS} rows", options, reps=3)
-        _memo[memo_key] = medians["onednn"] >= ONEDNN_EDGE * medians["gemv"]
+        wins = medians["onednn"] >= ONEDNN_EDGE * medians["gemv"]
+        _memo[memo_key] = wins
+        # the warm-up run is one of the four: the median of four is the middle two's mean
+        times = tuple(statistics.median(each[(wins, rows)]) for rows in LINEAR_STEPS)
+        _memo[("costs", *key, torch.get_num_threads())] = StepCosts(LINEAR_STEPS, times)
     wins = _memo[memo_key]
     assert isinstance(wins, bool)
     switch.on = wins
     return wins
 
 
-def step_costs(run_linears: Callable[[int], None], key: tuple) -> StepCosts:
-    """The linears' time for steps of ``COST_STEPS`` rows, as the runner runs them now (after
-    ``gemv_wins`` has set its switch); ``key`` names the weights' shapes for the per-process
-    memo."""
-    memo_key = ("costs", *key, torch.get_num_threads())
-    if memo_key not in _memo:
-        options: dict[str, Callable[[], object]] = {
-            str(rows): (lambda rows=rows: run_linears(rows)) for rows in COST_STEPS
-        }
-        medians = logged_medians("linears by rows (draft budget)", options, reps=3)
-        _memo[memo_key] = StepCosts(COST_STEPS, tuple(medians[str(r)] for r in COST_STEPS))
-    costs = _memo[memo_key]
-    assert isinstance(costs, StepCosts)
+def linear_costs(key: tuple) -> StepCosts | None:
+    """What the linears that run took for a step of each of ``LINEAR_STEPS`` rows, as timed by
+    ``gemv_wins`` for the same ``key`` in this process (None where it has not run): the step
+    costs the draft budget weighs drafts by (``draft_budget.py``)."""
+    costs = _memo.get(("costs", *key, torch.get_num_threads()))
+    assert costs is None or isinstance(costs, StepCosts)
     return costs

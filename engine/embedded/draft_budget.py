@@ -12,7 +12,8 @@ Whether that pays depends on the CPU:
 So a step runs the number of drafts ``d`` (up to what the drafters propose) that maximises its
 expected tokens per second, ``(n + rate * d) / T(n + m + d)``. Here ``n`` is the decoding
 rows, ``m`` the prompt rows the step carries, and ``T`` the measured time of the linears for a
-step of that many rows (``StepCosts``, timed once per process by ``calibrate.step_costs``).
+step of that many rows (``StepCosts``: the times ``calibrate.gemv_wins`` took for steps of
+1, 5, 8, 16 and 128 rows on the linears it chose, once per process).
 ``rate`` is the share of recent drafts accepted, as an exponentially decaying count. A step
 carrying a prompt chunk is compute-bound, and a draft costs it 1/512 more; a decoding row that
 rides in it gains a whole step's wait per accepted draft, so drafts stay on there.

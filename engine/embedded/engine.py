@@ -25,7 +25,7 @@ from engine.base import (
 from engine.embedded.attention import NATIVE_PREFILL, run_step
 from engine.embedded.attention import install as install_pool_attention
 from engine.embedded.attention_f32 import NativeDecodeF32
-from engine.embedded.calibrate import gemv_wins, prefill_route, step_costs
+from engine.embedded.calibrate import gemv_wins, linear_costs, prefill_route
 from engine.embedded.cbuild import cpu_flags
 from engine.embedded.draft_budget import DraftBudget
 from engine.embedded.fused import FusedLlama, fusable
@@ -163,10 +163,10 @@ class EmbeddedEngine:
             norm = NativeNormF32(gemv_f32.library) if gemv_f32 is not None else None
             runner = FusedLlama(self.model, packed, kernel, gemv_f32, norm)
             forward = runner.step
-            shapes = (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers)
-            shapes += (cfg.vocab_size, cfg.num_attention_heads, cfg.num_key_value_heads)
-            shapes += (str(self._dtype), runner.gemv is not None)
             if runner.gemv is not None:
+                shapes = (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers)
+                shapes += (cfg.vocab_size, cfg.num_attention_heads, cfg.num_key_value_heads)
+                shapes += (str(self._dtype), packed)
                 if calibrate and gemv_wins(runner.run_linears, runner.gemv_switch, shapes):
                     # settled for this process: oneDNN's copies of those weights are idle
                     freed = runner.drop_onednn_copies()
@@ -177,10 +177,10 @@ class EmbeddedEngine:
                     one_call = ", decode steps in one native call" if runner.native_step else ""
                     kind = " (AVX2, bfloat16 weights)" if runner.gemv is gemv_f32 else ""
                     weights += f" (native GEMV{kind} for every step{one_call})"
-            if calibrate:
-                # what a step of each size costs, for the drafts it is worth (after the GEMV
-                # choice: the costs are those of the linears that will run)
-                budget = DraftBudget(step_costs(runner.run_linears, (*shapes, packed)))
+                # what a step of each size costs on the linears that run, as timed for that
+                # choice: the drafts a step is worth (None without calibration)
+                costs = linear_costs(shapes) if calibrate else None
+                budget = DraftBudget(costs) if costs is not None else None
         else:
             forward = functools.partial(run_step, self.model)
         native = f"{kernel.name} kernels" if kernel is not None else "PyTorch attention"

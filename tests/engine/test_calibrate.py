@@ -66,22 +66,23 @@ def test_gemv_wins_over_the_step_mix_or_not_at_all() -> None:
     assert not other.on and again.seen == []
 
 
-def test_step_costs_time_every_row_count_once_per_process() -> None:
-    # linears costing 1 ms flat up to 8 rows, then 0.5 ms a row more (real sleeps)
-    seen: list[int] = []
-
-    def run(rows: int) -> None:
-        seen.append(rows)
-        time.sleep(0.001 + 0.0005 * max(0, rows - 8))
-
+def test_the_winners_time_for_each_step_size_is_kept_for_the_draft_budget() -> None:
+    # the GEMV 0.1 ms a row, oneDNN 5 ms flat: the GEMV wins the mix (15.8 ms against 25),
+    # and its own times per step size are kept
+    switch = GemvSwitch(on=False)
     key = ("test", uuid.uuid4().hex)
-    costs = calibrate.step_costs(run, key)
-    assert costs.rows == calibrate.COST_STEPS and set(seen) == set(calibrate.COST_STEPS)
-    assert costs.at(1) >= 0.001 and costs.at(8) < 0.002 + costs.at(1)
-    assert costs.at(32) >= 0.013 and costs.at(32) > costs.at(16) > costs.at(8)
-    # the same shapes again: no timing, the same costs
-    seen.clear()
-    assert calibrate.step_costs(run, key) is costs and seen == []
+    assert calibrate.linear_costs(key) is None
+    assert calibrate.gemv_wins(_linears(switch, 0.0001, 0.005), switch, key)
+    costs = calibrate.linear_costs(key)
+    assert costs is not None and costs.rows == calibrate.LINEAR_STEPS
+    for rows, seconds in zip(costs.rows, costs.seconds, strict=True):
+        assert 0.0001 * rows <= seconds < 0.0001 * rows + 0.003, rows
+    # oneDNN wins: its flat times are kept
+    switch = GemvSwitch()
+    key = ("test", uuid.uuid4().hex)
+    assert not calibrate.gemv_wins(_linears(switch, 0.001, 0.002), switch, key)
+    costs = calibrate.linear_costs(key)
+    assert costs is not None and all(0.002 <= s < 0.005 for s in costs.seconds)
 
 
 @pytest.mark.skipif(REASON is not None, reason=f"native kernel cannot run: {REASON}")
