@@ -201,7 +201,7 @@ def test_a_step_runs_only_the_drafts_its_cost_allows(pair, greedy) -> None:  # n
     One request at a time: a step that carries another's prompt chunk keeps its drafts."""
     from engine.embedded.draft_budget import DraftBudget, StepCosts
 
-    off, on = pair
+    _, on = pair
     results_off, results_on, _, _ = greedy
     sched = on._scheduler
     measured = sched.budget
