@@ -98,7 +98,7 @@ def _one_at_a_time(tmp_path: Path, model_dir, engine, embedder, config_for) -> I
     app = build_web_app(appliance)
     try:
         with serving(app) as base:
-            yield SimpleNamespace(base=base, auth=appliance.auth)
+            yield SimpleNamespace(base=base, auth=appliance.auth, settings=appliance.settings)
     finally:
         app.state.admin_console.sampler.stop()
         appliance.db.dispose()
@@ -114,8 +114,14 @@ def test_a_waiting_question_says_where_it_is(  # noqa: ANN201
 ):
     """With room for one answer at a time, the two questions that wait say so in words in the
     chat ("1 question ahead of yours", "Your question is next"), and are then answered in
-    turn (before, they sat in Gradio's queue behind a bare "queue: 2/3")."""
+    turn (before, they sat in Gradio's queue behind a bare "queue: 2/3").
+
+    The answers last at least 48 tokens, as in the test above: with the suite's short answers
+    the first could end before the third page had sent its question, which then never waited
+    (seen once in CI)."""
     with _one_at_a_time(tmp_path, model_dir, engine, embedder, config_for) as s:
+        changes = {"max_new_tokens": 96, "min_new_tokens": 48, "stop_repeats": False}
+        s.settings.update("test", changes)
         turns = _ask_together(browser, s.base, _staff(s, 3))
     assert [t.outcome for t in turns] == ["answered"] * 3, [(t.outcome, t.detail) for t in turns]
     notes = [t.waiting for t in turns if t.waiting]
