@@ -10,13 +10,20 @@ inflated speculation's gain (fewer steps) from 1.23x to 1.44x on the dev row. Wo
   document's text around the gold phrase (two numbered documents, the appliance's system
   prompt), greedy with the grounded row's repetition penalty: answers copy from the documents;
   the same for ``qa_heldout.json``, questions no speculation setting was chosen on;
+- the held-out questions again, drafting from each request's own history only (no pool of
+  earlier answers): what the pool adds, side by side;
 - the dev prompts, 8 at a time (speculation under continuous batching);
-- open-ended prompts that copy little (poems, stories), one at a time and 8 at a time.
+- open-ended prompts that copy little (poems, stories), one at a time and 8 at a time;
+- the held-out questions asked again, the pool holding each one's earlier answer (a question
+  staff ask again and again).
+The engine's pool of earlier answers (``draft_pool.py``) is filled by the bench, not by the
+engine (``Answers``): a row drafts from every answer seen before except those to its own
+prompts, and a prompt's answer joins the pool only once both its sides ran.
 Decode tokens/s is completion tokens after the first over the time after the first token,
 summed over the requests. The acceptance rate is accepted drafts over drafted tokens.
-Ceiling: the tokens a step no prompt-lookup drafter with these n-gram sizes and draft length
-can beat on the speculation-off answers (every earlier occurrence tried, for free:
-``spec_ceiling.py``); with drafts costing time, the on/off ratio stays below it.
+Ceiling: the tokens a step no drafter looking up the request's own history with these n-gram
+sizes and draft length can beat on the speculation-off answers (every earlier occurrence tried,
+for free: ``spec_ceiling.py``); drafts from the pool of earlier answers can pass it.
 Bandwidth: 8 distinct short prompts decoding together (the 8-distinct column of ``appliance
 bench engine``), spec off: bytes one decode step must read (weights plus each row's KV, once)
 times steps per second, as a share of a 1 GiB streaming read on the same threads.
@@ -27,7 +34,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from appliance.bench.spec_bandwidth import measured_read_limit, step_bytes
@@ -152,21 +159,48 @@ class Side:
         return sum(r.accepted for r in self.runs) / drafted if drafted else 0.0
 
 
+class Answers:
+    """What the engine's draft pool holds during the bench. The pool learns nothing by itself
+    here (``learning`` off): before each row it gets every answer the bench has seen *except*
+    those to the row's own prompts (a colleague's earlier questions), and each prompt's answer
+    once both sides of it ran, so no timed run drafts from its own answer. The "asked again"
+    row is the exception, and says so: there the pool holds the question's earlier answer."""
+
+    def __init__(self, engine: EmbeddedEngine) -> None:
+        self.pool = engine.draft_pool
+        self.pool.learning = False
+        self.seen: dict[tuple, list[int]] = {}
+
+    def prepare(self, prompts: list, own: bool = False) -> None:
+        self.pool.clear()
+        for key, ids in self.seen.items():
+            if own or key not in prompts:
+                self.pool.add(ids)
+
+    def learn(self, prompts: list, runs: list[Run]) -> None:
+        for key, run in zip(prompts, runs, strict=True):
+            self.seen[key] = run.answer_ids
+            self.pool.add(run.answer_ids)
+
+
 def _compare(
     engine: EmbeddedEngine,
     spec: SpeculativeConfig,
     prompts: list,
     sampling: SamplingParams,
     width: int,
+    answers: Answers,
     rounds: int = 1,
+    again: bool = False,
 ) -> tuple[Side, Side]:
     """``prompts`` in groups of ``width``, each group with speculation off and with ``spec``,
     alternating which goes first, ``rounds`` times over; the prefix cache is flushed after
     each. (One group of 8 at once is a single sample: a second round, the other side first,
-    cancels the drift of a shared box.)"""
+    cancels the drift of a shared box.) The draft pool: ``Answers``."""
     a: list[Run] = []
     b: list[Run] = []
     groups = [prompts[start : start + width] for start in range(0, len(prompts), width)]
+    answers.prepare(prompts, own=again)
     for n, group in enumerate(groups * rounds):
         order = [(OFF, a), (spec, b)] if n % 2 == 0 else [(spec, b), (OFF, a)]
         for config, sink in order:
@@ -176,6 +210,8 @@ def _compare(
             else:
                 sink.extend(_batch(engine, group, sampling))
             engine.flush_cache()
+        if n >= len(groups) * (rounds - 1) and not again:  # the group's last round
+            answers.learn(group, a[-len(group) :])
     return Side(a), Side(b)
 
 
@@ -213,23 +249,33 @@ def run_spec_bench(
         # whose GEMM rounds differently from the whole prompt's, so greedy text may differ
         engine.flush_cache()
         chat = [(("user", q),) for q in OPEN_ENDED[:limit]]
+        answers = Answers(engine)
+        own_only = replace(spec, pool_tokens=0)
         results = [
             (
                 f"RAG grounded, 1 stream ({len(rag)} questions)",
-                *_compare(engine, spec, rag, grounded, 1),
+                *_compare(engine, spec, rag, grounded, 1, answers),
             ),
             (
                 f"RAG grounded, 1 stream, held out ({len(held_out)} questions)",
-                *_compare(engine, spec, held_out, grounded, 1),
+                *_compare(engine, spec, held_out, grounded, 1, answers),
+            ),
+            (
+                "  the same, drafts from each request's own history only",
+                *_compare(engine, own_only, held_out, grounded, 1, answers),
             ),
             (
                 f"RAG grounded, {min(8, len(rag))} at once, 2 rounds",
-                *_compare(engine, spec, rag, grounded, 8, rounds=2),
+                *_compare(engine, spec, rag, grounded, 8, answers, rounds=2),
             ),
-            ("open-ended, 1 stream", *_compare(engine, spec, chat, plain, 1)),
+            ("open-ended, 1 stream", *_compare(engine, spec, chat, plain, 1, answers)),
             (
                 f"open-ended, {len(chat)} at once, 2 rounds",
-                *_compare(engine, spec, chat, plain, 8, rounds=2),
+                *_compare(engine, spec, chat, plain, 8, answers, rounds=2),
+            ),
+            (
+                "held out, asked again (the pool holds each one's earlier answer)",
+                *_compare(engine, spec, held_out, grounded, 1, answers, again=True),
             ),
         ]
         engine.set_speculative(OFF)

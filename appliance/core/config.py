@@ -101,6 +101,10 @@ class EngineConfig(_Section):
     speculative_ngram_min: int = Field(1, ge=1, le=8)
     speculative_ngram_max: int = Field(3, ge=1, le=8)
     speculative_max_step_drafts: int = Field(16, ge=1, le=512)
+    # answer tokens kept to draft from across requests (engine.embedded.draft_pool: earlier
+    # answers' wording, and whole answers to questions asked again); 0 keeps every request's
+    # drafts to its own prompt and answer, so no request's speed depends on another's text
+    speculative_pool_tokens: int = Field(32768, ge=0, le=1_048_576)
     request_timeout_s: float = Field(120.0, gt=0)
     sglang_url: str = "http://127.0.0.1:30000"
     # multi-node: the SGLang workers behind the model gateway (cache-aware routing); the app

@@ -101,6 +101,7 @@ def build_engine(config: AppConfig) -> Engine:
             e.speculative_ngram_min,
             e.speculative_ngram_max,
             e.speculative_max_step_drafts,
+            e.speculative_pool_tokens,
         ),
     )
 

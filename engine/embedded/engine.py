@@ -28,6 +28,7 @@ from engine.embedded.attention_f32 import NativeDecodeF32
 from engine.embedded.calibrate import gemv_wins, linear_costs, prefill_route
 from engine.embedded.cbuild import cpu_flags
 from engine.embedded.draft_budget import DraftBudget
+from engine.embedded.draft_pool import DraftPool
 from engine.embedded.fused import FusedLlama, fusable
 from engine.embedded.gemv_f32 import load_gemv_f32
 from engine.embedded.heap import keep_freed_memory, release_free_memory
@@ -99,6 +100,11 @@ class EmbeddedEngine:
         self.profile = profile
         self.max_queue = max_queue
         self.speculative = speculative if speculative is not None else DEFAULT_SPECULATIVE
+        # answers to draft from across requests, sized once (``draft_pool.py``)
+        self.draft_pool = DraftPool(
+            self.speculative.pool_tokens if self.speculative.enabled else 0,
+            self.speculative.draft.max_ngram,
+        )
         # loading runs OpenMP regions: off the calling thread, whose team would outlive it
         run_in_own_thread(
             lambda: self._load(
@@ -219,6 +225,7 @@ class EmbeddedEngine:
             route,
             decoder,
             budget,
+            self.draft_pool if self.draft_pool.enabled else None,
         )
 
     # ---- contract -------------------------------------------------------------------------
@@ -283,8 +290,10 @@ class EmbeddedEngine:
     def set_speculative(self, config: SpeculativeConfig) -> None:
         """Use ``config`` for requests admitted from now on; running requests keep their
         drafters, and draft only while the new config is on. The weights stay as they were
-        loaded (float32 is prepacked only when the engine started with speculation on)."""
+        loaded (float32 is prepacked only when the engine started with speculation on), and so
+        does the answer pool's size: a config with ``pool_tokens`` 0 drafts without it."""
         self.speculative = config
+        self._scheduler.draft_pool = self.draft_pool if config.pool_tokens else None
         self._scheduler.speculative = config  # one reference, read by the scheduler's thread
 
     def flush_cache(self) -> None:

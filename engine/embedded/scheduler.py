@@ -33,6 +33,7 @@ from engine.embedded.attention import (
     make_plan,
 )
 from engine.embedded.draft_budget import DraftBudget
+from engine.embedded.draft_pool import DraftPool
 from engine.embedded.kv_pool import KVPool
 from engine.embedded.logprobs import first_logit_position
 from engine.embedded.native import NativeKernels
@@ -82,6 +83,7 @@ class Scheduler:
         route: PrefillRoute = NATIVE_PREFILL,
         decoder: DecodeKernel | None = None,
         budget: DraftBudget | None = None,
+        drafts: DraftPool | None = None,
     ) -> None:
         self.forward = forward  # one packed step: (tokens, plan, keep) -> logits
         self.kernel = kernel  # native attention, or None (PyTorch attention)
@@ -89,6 +91,7 @@ class Scheduler:
         self.decoder = decoder  # decode attention without ``kernel`` (float32, AVX2), or None
         self.speculative = speculative  # prompt-lookup drafts for decoding requests
         self.budget = budget  # how many drafts a step is worth here (None: all proposed)
+        self.draft_pool = drafts  # earlier answers to draft from (None: own history only)
         self.decode = decode
         self.eos = eos
         self.context_length = context_length
@@ -218,7 +221,7 @@ class Scheduler:
         )
         seq.spec_declined = decline_reason(self.speculative)
         if not seq.spec_declined:
-            seq.drafter = NgramDrafter(self.speculative.draft, job.ids)
+            seq.drafter = NgramDrafter(self.speculative.draft, job.ids, self.draft_pool)
             seq.pacer = DraftPacer(self.speculative.draft.max_tokens)
         # decoding requests hold rows 0 .. len(decoding) - 1; prefilling ones take the top rows
         seq.slot = max(i for i, owner in enumerate(self.owners) if owner is None)
@@ -336,10 +339,14 @@ class Scheduler:
         return min(common_prefix_len(first, s.job.ids) for s in self.decoding[1:])
 
     def _finish(self, seq: Sequence) -> None:
-        """Hand the request its last items, and its KV to the radix cache."""
+        """Hand the request its last items, its KV to the radix cache and its answer to the
+        draft pool."""
         if seq.fed:
             self.cache.insert(seq.fed, self.pool.row(seq.slot, len(seq.fed)))
         self._release(seq)
+        drafts = self.draft_pool  # a finished answer is drafted from by later requests
+        if drafts is not None and drafts.learning and seq.drafter and seq.finish != "abort":
+            drafts.add(seq.drafter.tokens[len(seq.job.ids) :])
         seq.flush_text()
         stats = seq.stats()
         with self.cv:

@@ -17,11 +17,14 @@ Mode = Literal["off", "ngram"]
 class SpeculativeConfig:
     """``mode``: "off", or "ngram" (prompt lookup); ``draft``: how drafts are proposed;
     ``max_step_drafts``: draft tokens in one step over all requests (a batch of many streams
-    is compute-bound on a CPU, where drafts stop paying off)."""
+    is compute-bound on a CPU, where drafts stop paying off); ``pool_tokens``: answer tokens
+    the engine keeps to draft from across requests (``draft_pool.py``; 0: none; the engine
+    sizes its pool once, at start)."""
 
     mode: Mode = "ngram"
     draft: DraftConfig = field(default_factory=DraftConfig)
     max_step_drafts: int = 16
+    pool_tokens: int = 32768
 
     @property
     def enabled(self) -> bool:
@@ -45,12 +48,13 @@ def speculative_config(
     ngram_min: int = 1,
     ngram_max: int = 3,
     max_step_drafts: int = 16,
+    pool_tokens: int = 32768,
 ) -> SpeculativeConfig:
     """From the appliance config's ``engine.speculative_*`` values (SGLang-like names)."""
     if algorithm not in ("off", "ngram"):
         raise ValueError(f"speculative algorithm must be 'off' or 'ngram', not {algorithm!r}")
     draft = DraftConfig(max_tokens=num_draft_tokens, min_ngram=ngram_min, max_ngram=ngram_max)
-    return SpeculativeConfig(mode=algorithm, draft=draft, max_step_drafts=max_step_drafts)
+    return SpeculativeConfig(algorithm, draft, max_step_drafts, pool_tokens)
 
 
 @dataclass(frozen=True)

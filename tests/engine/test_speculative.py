@@ -286,3 +286,35 @@ def test_bf16_greedy_answer_is_the_same_alone_batched_speculating_and_cached(mod
         eng.close()
     assert batched == alone
     assert cached == alone
+
+
+def test_a_question_asked_again_drafts_from_its_earlier_answer(pair) -> None:  # noqa: ANN001
+    """The engine keeps finished answers in its draft pool (``draft_pool.py``): asked again,
+    a question that copies little from its prompt drafts its whole earlier answer, and the
+    answer is the same. With the pool off for the config, drafts come from the request's own
+    history again; while the pool is not learning, it holds nothing new."""
+    _, on = pair
+    request = GenerateRequest(
+        messages=(("user", "Describe a busy market in the morning."),),
+        sampling=SamplingParams(48, ignore_eos=True),
+    )
+    pool = on.draft_pool
+    pool.clear()
+    try:
+        pool.learning = False
+        _run(on, request)
+        assert pool.size == 0
+        pool.learning = True
+        first_text, _, first = _run(on, request)
+        assert pool.size == first.completion_tokens
+        again_text, _, again = _run(on, request)
+        on.set_speculative(SpeculativeConfig(pool_tokens=0))
+        own_text, _, own = _run(on, request)
+    finally:
+        on.set_speculative(SpeculativeConfig())
+        pool.learning = True
+    assert again_text == first_text == own_text
+    # nearly every token after the first came from an accepted draft: few verify steps
+    assert again.spec_accepted_tokens >= 0.6 * (again.completion_tokens - 1)
+    assert again.spec_accepted_tokens > 2 * max(1, first.spec_accepted_tokens)
+    assert own.spec_accepted_tokens < again.spec_accepted_tokens
