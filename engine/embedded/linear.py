@@ -99,7 +99,8 @@ class GemvLinear:
     ) -> None:
         self.gemv, self.bias, self.switch = gemv, bias, switch
         self.packed: torch.Tensor | None = packed
-        self.panels, self.outputs = gemv.pack(weight), weight.shape[0]
+        # built only for a weight ``gemv.fits`` (``make_linear``)
+        self.panels, self.outputs = gemv.pack(weight, checked=True), weight.shape[0]
         self.weight_bytes = weight.numel() * weight.element_size()  # oneDNN's copy, about
 
     def drop_fallback(self) -> None:
