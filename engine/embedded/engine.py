@@ -103,7 +103,7 @@ class EmbeddedEngine:
         # answers to draft from across requests, sized once (``draft_pool.py``)
         self.draft_pool = DraftPool(
             self.speculative.pool_tokens if self.speculative.enabled else 0,
-            self.speculative.draft.max_ngram,
+            self.speculative.draft.max_ngram + 1,  # see ``ngram_draft.POOL_MIN_NGRAM``
         )
         # loading runs OpenMP regions: off the calling thread, whose team would outlive it
         run_in_own_thread(

@@ -65,9 +65,19 @@ def test_the_drafter_asks_the_pool_only_for_a_longer_match_than_its_own() -> Non
     # without the pool, or with an empty one, nothing
     assert NgramDrafter(config, [1, 6, 7]).propose() == []
     assert NgramDrafter(config, [1, 6, 7], DraftPool(0, 3)).propose() == []
-    # the pool's unigram is not tried when unigrams are not
-    bigrams = DraftConfig(max_tokens=4, min_ngram=2, max_ngram=3)
-    assert NgramDrafter(bigrams, [1, 2, 7], pool).propose() == []
+    # a single token of another answer is no evidence: the pool's unigram is never tried
+    assert NgramDrafter(config, [1, 2, 7], pool).propose() == []
+
+
+def test_a_longer_match_in_an_earlier_answer_beats_the_requests_own() -> None:
+    """The engine's pool matches n-grams one longer than the request's own history does."""
+    pool = DraftPool(1000, 4)
+    pool.add([1, 5, 6, 7, 40, 41, 42, 43])
+    config = DraftConfig(max_tokens=4, max_ngram=3)
+    # own history: the trigram "5 6 7" followed by 9; the pool: the 4-gram "1 5 6 7"
+    assert NgramDrafter(config, [5, 6, 7, 9, 1, 5, 6, 7], pool).propose() == [40, 41, 42, 43]
+    # where only the trigram matches the pool too, the request's own history wins
+    assert NgramDrafter(config, [5, 6, 7, 9, 2, 5, 6, 7], pool).propose() == [9, 2, 5, 6]
 
 
 def test_answers_are_added_while_others_draft() -> None:
