@@ -40,7 +40,7 @@ from engine.embedded.pointwise_f32 import NativeNormF32
 from engine.embedded.scheduler import Scheduler
 from engine.embedded.sequence import Job
 from engine.embedded.speculative import DEFAULT as DEFAULT_SPECULATIVE
-from engine.embedded.speculative import SpeculativeConfig
+from engine.embedded.speculative import SpeculativeConfig, speculation_gauges
 from engine.token_bytes import TokenDecoder
 
 log = logging.getLogger(__name__)
@@ -285,6 +285,7 @@ class EmbeddedEngine:
         out = self._scheduler.snapshot()
         prompt = out["prompt_tokens_total"]
         out["cache_hit_rate"] = out["cached_tokens_total"] / prompt if prompt else 0.0
+        out.update(speculation_gauges(out))
         return out
 
     def set_speculative(self, config: SpeculativeConfig) -> None:

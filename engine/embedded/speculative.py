@@ -117,6 +117,20 @@ class DraftPacer:
             self.pause = min(self.MAX_PAUSE, 2**self.misses)
 
 
+def speculation_gauges(counters: dict[str, float]) -> dict[str, float]:
+    """SGLang's two speculation gauges from the engine's counters, since start:
+    ``spec_accept_rate``, accepted drafts over drafted tokens, and ``spec_accept_length``, the
+    tokens a verify step emits (its accepted drafts plus the model's own token); 0.0 before
+    any step verified drafts."""
+    drafted = counters.get("spec_draft_tokens_total", 0.0)
+    accepted = counters.get("spec_accepted_tokens_total", 0.0)
+    steps = counters.get("spec_verify_steps_total", 0.0)
+    return {
+        "spec_accept_rate": accepted / drafted if drafted else 0.0,
+        "spec_accept_length": (accepted + steps) / steps if steps else 0.0,
+    }
+
+
 def decline_reason(config: SpeculativeConfig) -> str:
     """Why a request is served without speculation ("" when it is served with it). Every
     sampling option, penalty, grammar and logprob request is verified exactly (``verify``), so

@@ -28,6 +28,8 @@ GAUGES = {
     "num_used_tokens": "Tokens held in the KV cache",
     "cache_hit_rate": "Prefix cache hit rate (cached / prompt tokens)",
     "max_total_num_tokens": "Capacity of the KV cache in tokens",
+    "spec_accept_length": "Tokens a speculative verify step emits, on average since start",
+    "spec_accept_rate": "Share of speculative draft tokens accepted since start",
 }
 COUNTERS = {
     "prompt_tokens_total": "Prompt tokens processed",

@@ -38,6 +38,9 @@ GAUGE_KEYS = (
     "cache_hit_rate",
     "token_usage",
     "gen_throughput",
+    # speculative decoding (0.0 where it is off or this SGLang version does not export them)
+    "spec_accept_length",
+    "spec_accept_rate",
 )
 CONTRACT_KEYS = COUNTER_KEYS + GAUGE_KEYS
 _DROPPED_SUFFIXES = ("_bucket", "_created", "_gsum", "_gcount")

@@ -126,6 +126,12 @@ def test_acceptance_is_accounted_per_request_and_in_metrics(greedy) -> None:  # 
         ("spec_verify_steps_total", "spec_verify_steps"),
     ):
         assert after[key] - before[key] == sum(getattr(s, field) for _, _, s in on)
+    # SGLang's gauges, since start: the share of drafts accepted, tokens a verify step emits
+    drafted, accepted = after["spec_draft_tokens_total"], after["spec_accepted_tokens_total"]
+    steps = after["spec_verify_steps_total"]
+    assert after["spec_accept_rate"] == pytest.approx(accepted / drafted)
+    assert after["spec_accept_length"] == pytest.approx((accepted + steps) / steps)
+    assert after["spec_accept_length"] >= 1.0
 
 
 def test_rejected_drafts_leave_no_trace_in_pool_or_cache(pair, greedy) -> None:  # noqa: ANN001

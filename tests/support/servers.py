@@ -72,6 +72,8 @@ GAUGES = (
     "sglang:cache_hit_rate",
     "sglang:gen_throughput",
     "sglang:max_total_num_tokens",
+    "sglang:spec_accept_length",
+    "sglang:spec_accept_rate",
 )
 COUNTERS = (
     "sglang:prompt_tokens_total",

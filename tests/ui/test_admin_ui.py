@@ -80,3 +80,16 @@ def test_admin_loaders_return_real_data(setup) -> None:  # noqa: ANN001
     assert list(documents[0]["name"]) == ["aquarium.md"]
     found = [call(fn, "admin") for fn in by_name["load_all"]]
     assert any(isinstance(out, tuple) and "embedded" in str(out[0]) for out in found)
+
+
+def test_the_engine_tab_shows_the_speculation_record() -> None:
+    from appliance.core.services.admin.engine_status import speculation
+    from ui.admin.engine import status_markdown
+
+    assert speculation({"spec_accept_length": 0.0, "spec_accept_rate": 0.0}) == {}
+    status = {"backend": "embedded", "healthy": True, "launch": {"speculative_pool_tokens": 0}}
+    status |= speculation({"spec_accept_length": 1.634, "spec_accept_rate": 0.4215})
+    text = status_markdown(status)
+    assert "speculative decoding: 42.1% of drafts accepted · 1.63 tokens a verify step" in text
+    assert "| `speculative_pool_tokens` | 0 |" in text
+    assert "speculative decoding" not in status_markdown({"backend": "sglang", "launch": {}})

@@ -31,6 +31,12 @@ def status_markdown(status: dict, sampler_error: str = "") -> str:
         lines.append(f"\n⚠️ {status['error']}")
     if sampler_error:
         lines.append(f"\n⚠️ metrics: {sampler_error}")
+    if status.get("speculation"):
+        spec = status["speculation"]
+        lines.append(
+            f"\nspeculative decoding: {_pct(spec['accept_rate'])} of drafts accepted · "
+            f"{spec['accept_length']:.2f} tokens a verify step"
+        )
     if status.get("cached_by_source"):
         lines.append(f"\ncached prompt tokens by source: {_sources(status['cached_by_source'])}")
     lines += ["", "| launch argument | value |", "|---|---|"]

@@ -231,10 +231,19 @@ def test_settings_change_applies_to_the_next_turn_and_is_audited(box) -> None:  
 
 
 def test_engine_status_and_audited_flush(box) -> None:  # noqa: ANN001
-    _appliance, admin = box
+    appliance, admin = box
     status = admin.engine.status()
     assert status["backend"] == "embedded" and status["healthy"] is True
     assert status["launch"]["kv_budget_tokens"] > 0 and status["context_length"] > 0
+    assert status["launch"]["speculative_algorithm"] == "ngram"
+    # the engine's speculation record once a step has verified drafts (the box has answered)
+    metrics = appliance.engine.metrics()
+    if metrics["spec_verify_steps_total"]:
+        spec = status["speculation"]
+        assert spec["accept_rate"] == pytest.approx(metrics["spec_accept_rate"], abs=0.05)
+        assert spec["accept_length"] >= 1.0
+    else:
+        assert "speculation" not in status
     admin.engine.flush_cache("boss")
     assert admin.audit.query("admin actions", "boss")[0]["action"] == "admin.engine.flush_cache"
 

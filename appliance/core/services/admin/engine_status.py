@@ -93,6 +93,20 @@ def gateway_summary(url: str, workers: tuple[str, ...], metrics_url: str) -> dic
     }
 
 
+def speculation(metrics: dict[str, float]) -> dict:
+    """``{"speculation": {accept_rate, accept_length}}`` from an engine's metrics (SGLang's
+    gauges, the embedded engine's since start), or ``{}`` before any draft was verified."""
+    length = metrics.get("spec_accept_length", 0.0)
+    if not length:
+        return {}
+    return {
+        "speculation": {
+            "accept_rate": metrics.get("spec_accept_rate", 0.0),
+            "accept_length": length,
+        }
+    }
+
+
 class EngineStatus:
     def __init__(self, engine: Engine, config: AppConfig, db: Database) -> None:
         self.engine = engine
@@ -110,9 +124,12 @@ class EngineStatus:
             out.update(backend=self.config.engine.backend, error=str(exc))
         out["launch"] = self.launch_args()
         e = self.config.engine
-        if e.backend == "sglang" and not e.sglang_worker_urls:
+        if not e.sglang_worker_urls:  # one engine
             with contextlib.suppress(EngineError):  # unreachable: already the status's error
-                out["cached_by_source"] = cached_by_source(self.engine.metrics())
+                metrics = self.engine.metrics()
+                out.update(speculation(metrics))  # its speculation record, once it has one
+                if e.backend == "sglang":
+                    out["cached_by_source"] = cached_by_source(metrics)
         if e.backend == "sglang" and e.sglang_worker_urls:
             metrics = e.gateway_metrics_url or default_metrics_url(e.sglang_url)
             out["gateway"] = gateway_summary(e.sglang_url, e.sglang_worker_urls, metrics)
@@ -130,6 +147,9 @@ class EngineStatus:
                 "max_running_requests": e.max_running_requests,
                 "max_queue": e.max_queue,
                 "max_new_tokens": e.max_new_tokens,
+                "speculative_algorithm": e.speculative_algorithm,
+                "speculative_num_draft_tokens": e.speculative_num_draft_tokens,
+                "speculative_pool_tokens": e.speculative_pool_tokens,
             }
         args: dict[str, object] = {"sglang_url": e.sglang_url}
         if e.sglang_worker_urls:
