@@ -10,6 +10,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from appliance.core.auth.service import AuthService, generate_password
 from appliance.core.config import SAMPLE_CORPUS, AppConfig, ConfigError
@@ -30,6 +31,9 @@ from rag.chunk_budget import ChunkBudget
 from rag.embeddings import Embedder
 from rag.index_embedder import EmbedderMismatch
 from rag.ordering import ContextOrdering, default_ordering
+
+if TYPE_CHECKING:  # the embedded engine is imported only where it runs
+    from engine.embedded.speculative import SpeculativeConfig
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +85,6 @@ def build_engine(config: AppConfig) -> Engine:
     from engine.embedded.engine import EmbeddedEngine
     from engine.embedded.model_store import resolve_model_dir
     from engine.embedded.omp import run_in_own_thread
-    from engine.embedded.speculative import speculative_config
 
     # a first start converts the bundled model: OpenMP work, kept off this thread (omp.py)
     model_dir = run_in_own_thread(lambda: resolve_model_dir(e.model_path, config.paths.models_dir))
@@ -95,14 +98,22 @@ def build_engine(config: AppConfig) -> Engine:
         profile=config.profile,
         native_attention=e.native_attention,
         kernel_dir=config.paths.kernels_dir,
-        speculative=speculative_config(
-            e.speculative_algorithm,
-            e.speculative_num_draft_tokens,
-            e.speculative_ngram_min,
-            e.speculative_ngram_max,
-            e.speculative_max_step_drafts,
-            e.speculative_pool_tokens,
-        ),
+        speculative=embedded_speculation(config),
+    )
+
+
+def embedded_speculation(config: AppConfig) -> SpeculativeConfig:
+    """The embedded engine's speculative decoding from ``engine.speculative_*``."""
+    from engine.embedded.speculative import speculative_config
+
+    e = config.engine
+    return speculative_config(
+        e.speculative_algorithm,
+        e.speculative_num_draft_tokens,
+        e.speculative_ngram_min,
+        e.speculative_ngram_max,
+        e.speculative_max_step_drafts,
+        e.speculative_pool_tokens,
     )
 
 

@@ -274,19 +274,14 @@ def test_explicit_database_url_is_used_verbatim():
 
 
 def test_the_draft_pool_is_sized_by_the_config_and_can_be_switched_off():
-    from engine.embedded.speculative import SpeculativeConfig, speculative_config
+    from appliance.wiring.appliance import embedded_speculation
+    from engine.embedded.speculative import SpeculativeConfig
 
-    e = load_config(environ={}).engine
-    assert e.speculative_pool_tokens == SpeculativeConfig().pool_tokens == 32768
-    e = load_config(environ={"APPLIANCE_ENGINE__SPECULATIVE_POOL_TOKENS": "0"}).engine
-    spec = speculative_config(
-        e.speculative_algorithm,
-        e.speculative_num_draft_tokens,
-        e.speculative_ngram_min,
-        e.speculative_ngram_max,
-        e.speculative_max_step_drafts,
-        e.speculative_pool_tokens,
-    )
+    config = load_config(environ={})
+    assert config.engine.speculative_pool_tokens == SpeculativeConfig().pool_tokens == 32768
+    assert embedded_speculation(config) == SpeculativeConfig()
+    config = load_config(environ={"APPLIANCE_ENGINE__SPECULATIVE_POOL_TOKENS": "0"})
+    spec = embedded_speculation(config)
     assert spec.pool_tokens == 0 and spec.enabled
     with pytest.raises(ConfigError, match="speculative_pool_tokens"):
         load_config(environ={"APPLIANCE_ENGINE__SPECULATIVE_POOL_TOKENS": "-1"})
