@@ -225,8 +225,13 @@ class EmbeddedEngine:
             route,
             decoder,
             budget,
-            self.draft_pool if self.draft_pool.enabled else None,
+            self._pool_for(self.speculative),
         )
+
+    def _pool_for(self, config: SpeculativeConfig) -> DraftPool | None:
+        """The answer pool requests under ``config`` draft from: None where the config or the
+        engine's start-up size (0: speculation was off) leaves it out."""
+        return self.draft_pool if config.pool_tokens and self.draft_pool.enabled else None
 
     # ---- contract -------------------------------------------------------------------------
 
@@ -294,7 +299,7 @@ class EmbeddedEngine:
         loaded (float32 is prepacked only when the engine started with speculation on), and so
         does the answer pool's size: a config with ``pool_tokens`` 0 drafts without it."""
         self.speculative = config
-        self._scheduler.draft_pool = self.draft_pool if config.pool_tokens else None
+        self._scheduler.draft_pool = self._pool_for(config)
         self._scheduler.speculative = config  # one reference, read by the scheduler's thread
 
     def flush_cache(self) -> None:
