@@ -143,8 +143,8 @@ def make_plan(
     this many identical tokens (their KV is read once); ``drafts``: ``(row, count)`` pairs,
     ``count`` draft tokens of decoding row ``row`` after its new token, as decode queries in
     that order; ``route``: where each prefill segment attends when the kernels are loaded;
-    ``decoder``: where decode queries attend without ``kernel`` (checked like it)."""
-    decoder = kernel if kernel is not None else decoder
+    ``decoder``: where decode queries attend (checked like ``kernel``; default ``kernel``)."""
+    decoder = decoder if decoder is not None else kernel
     lengths = pool.lengths[:n_decode]
     rows, pos = list(range(n_decode)), list(lengths)
     runs: list[tuple[int, Segment]] = []

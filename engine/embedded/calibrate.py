@@ -41,6 +41,16 @@ SHORT_AFTER = (1024, 32)
 # times are also the step costs the draft budget interpolates (``draft_budget.py``)
 LINEAR_STEPS = (1, 5, 8, 16, 128)
 REPS = 5
+# decode steps timed for the decode attention, as (streams, keys each, drafts each, keys all
+# streams share): RAG streams without and with drafts, sharing their documents or not, and a
+# lone stream without and with drafts (one layer each; a step runs every layer alike)
+DECODE_MIX = (
+    (8, 1600, 0, 0),
+    (8, 1600, 4, 0),
+    (8, 1600, 2, 1500),
+    (1, 1600, 0, 0),
+    (1, 1600, 4, 0),
+)
 # oneDNN takes the linears only when its mix runs in under this share of the GEMV's time. The
 # GEMV side is worth more than its linears' time: decode steps then run in one native call
 # (~30% faster on Zen 4), and every step computes a row alike. And a choice made on timings
@@ -125,6 +135,65 @@ def _fastest_segment(
         except RuntimeError as exc:  # e.g. Linux refused the tile state
             log.info("AMX prefill attention unavailable: %s", exc)
     return fastest(f"prefill attention, {count} tokens after {start}", options)
+
+
+def decode_on_amx(kernels: NativeKernels, q_heads: int, kv_heads: int, head_dim: int) -> bool:
+    """Whether decode queries attend on the AMX tiles rather than the AVX-512 kernel here: timed
+    on a mix of ``DECODE_MIX`` steps over this head shape (False where the tiles do not run).
+
+    All or nothing, as for the linears: the two round differently, so a query must attend on
+    the same kernel in every step for its answer not to depend on its company."""
+    if not kernels.amx_prefill_supports(head_dim):
+        return False
+    key = ("decode", q_heads, kv_heads, head_dim, torch.get_num_threads())
+    if key not in _memo:
+        steps = [_decode_step(kernels, q_heads, kv_heads, head_dim, *s) for s in DECODE_MIX]
+        try:
+            for run in steps:
+                run(True)
+        except RuntimeError as exc:  # e.g. Linux refused the tile state
+            log.info("AMX decode attention unavailable: %s", exc)
+            _memo[key] = False
+        else:
+            medians = logged_medians(
+                "decode attention, steps of (streams, keys, drafts, shared) "
+                + ", ".join(f"{s}" for s in DECODE_MIX),
+                {
+                    "avx512": lambda: [run(False) for run in steps],
+                    "amx": lambda: [run(True) for run in steps],
+                },
+            )
+            _memo[key] = medians["amx"] < medians["avx512"]
+    wins = _memo[key]
+    assert isinstance(wins, bool)
+    return wins
+
+
+def _decode_step(
+    kernels: NativeKernels,
+    hq: int,
+    hkv: int,
+    dim: int,
+    streams: int,
+    keys: int,
+    drafts: int,
+    shared: int,
+) -> Callable[[bool], None]:
+    """One layer's decode attention for ``streams`` rows of ``keys`` keys, each with
+    ``drafts`` draft queries, the first ``shared`` keys common to all rows."""
+    gen = torch.Generator().manual_seed(1)
+    k = torch.randn(streams, hkv, keys + drafts, dim, generator=gen).bfloat16()
+    v = torch.randn(streams, hkv, keys + drafts, dim, generator=gen).bfloat16()
+    k[1:, :, :shared] = k[0, :, :shared]
+    v[1:, :, :shared] = v[0, :, :shared]
+    rows = list(range(streams)) + [r for r in range(streams) for _ in range(drafts)]
+    lengths = [keys] * streams + [keys + 1 + i for _ in range(streams) for i in range(drafts)]
+    q = torch.randn(len(rows), hq, dim, generator=gen).bfloat16()
+    out = torch.empty_like(q)
+    slots = torch.tensor(rows, dtype=torch.int32)
+    lens = torch.tensor(lengths, dtype=torch.int32)
+    scale = dim**-0.5
+    return lambda amx: kernels.decode(q, k, v, lens, shared, out, scale, slots, amx=amx)
 
 
 def gemv_wins(run_linears: Callable[[int], None], switch: GemvSwitch, key: tuple) -> bool:

@@ -25,7 +25,7 @@ from engine.base import (
 from engine.embedded.attention import NATIVE_PREFILL, run_step
 from engine.embedded.attention import install as install_pool_attention
 from engine.embedded.attention_f32 import NativeDecodeF32
-from engine.embedded.calibrate import gemv_wins, linear_costs, prefill_route
+from engine.embedded.calibrate import decode_on_amx, gemv_wins, linear_costs, prefill_route
 from engine.embedded.cbuild import cpu_flags
 from engine.embedded.draft_budget import DraftBudget
 from engine.embedded.draft_pool import DraftPool
@@ -34,10 +34,11 @@ from engine.embedded.gemv_f32 import load_gemv_f32
 from engine.embedded.heap import keep_freed_memory, release_free_memory
 from engine.embedded.kv_pool import KVPool, reserved_positions
 from engine.embedded.linear import packing_available, packing_helps_drafts
-from engine.embedded.native import load_native_kernels
+from engine.embedded.native import AmxDecode, load_native_kernels
 from engine.embedded.omp import run_in_own_thread
 from engine.embedded.pointwise_f32 import NativeNormF32
-from engine.embedded.scheduler import Scheduler
+from engine.embedded.prefill_chunk import prefill_chunk
+from engine.embedded.scheduler import PREFILL_CHUNK, Scheduler
 from engine.embedded.sequence import Job
 from engine.embedded.speculative import DEFAULT as DEFAULT_SPECULATIVE
 from engine.embedded.speculative import SpeculativeConfig, speculation_gauges
@@ -164,7 +165,9 @@ class EmbeddedEngine:
         if kernel is not None and calibrate:
             heads = (cfg.num_attention_heads, cfg.num_key_value_heads)
             route = prefill_route(kernel, *heads, head_dim)
-        budget = None
+            if decode_on_amx(kernel, *heads, head_dim):
+                decoder = AmxDecode(kernel)  # every decode query, every step (it rounds apart)
+        budget, costs = None, None
         if self.runner == "fused":
             norm = NativeNormF32(gemv_f32.library) if gemv_f32 is not None else None
             runner = FusedLlama(self.model, packed, kernel, gemv_f32, norm)
@@ -190,13 +193,19 @@ class EmbeddedEngine:
         else:
             forward = functools.partial(run_step, self.model)
         native = f"{kernel.name} kernels" if kernel is not None else "PyTorch attention"
-        if decoder is not None:
+        if decoder is not None and kernel is None:
             native = f"PyTorch prefill attention, {decoder.name} decode attention"
-        if kernel is not None and route != NATIVE_PREFILL:
-            native += f" ({route.summary()})"
+        notes = [route.summary()] if kernel is not None and route != NATIVE_PREFILL else []
+        if decoder is not None and kernel is not None:
+            notes.append(f"decode attention on {decoder.name}")
+        if notes:
+            native += f" ({', '.join(notes)})"
         spec = ", n-gram speculation" if self.speculative.enabled else ""
         spec += " (drafts as a step's cost allows)" if spec and budget is not None else ""
-        self.runtime = f"{self.runner} runner{weights}, {native}{spec}"
+        # the prompt tokens a step carries while others decode, from the linears' timings
+        chunk = prefill_chunk(costs)
+        chunking = f", prompts in steps of {chunk} tokens" if chunk != PREFILL_CHUNK else ""
+        self.runtime = f"{self.runner} runner{weights}, {native}{spec}{chunking}"
         log.info("embedded engine: %s, %s", self.runtime, self._dtype)
         pool = KVPool(
             layers=cfg.num_hidden_layers,
@@ -226,6 +235,7 @@ class EmbeddedEngine:
             decoder,
             budget,
             self._pool_for(self.speculative),
+            chunk,
         )
 
     def _pool_for(self, config: SpeculativeConfig) -> DraftPool | None:

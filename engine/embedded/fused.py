@@ -216,11 +216,13 @@ class FusedLlama:
         self.lm_head(x)
 
     def _decodes_natively(self, plan: StepPlan, keep: list[int]) -> bool:
-        """A step of decode queries only, every row's logits kept, on the native kernels."""
+        """A step of decode queries only, every row's logits kept, on the native kernels
+        (their AVX-512 decode attention: the one the native step calls)."""
         return (
             self.native_step is not None
             and self.gemv_switch.on
             and plan.kernel is not None
+            and plan.decoder is plan.kernel
             and not plan.segments
             and keep == list(range(plan.n_decode))
         )

@@ -45,6 +45,7 @@ SOURCES = (KERNELS / "attention.c", KERNELS / "pointwise.c", KERNELS / "gemv.c")
 SOURCES += (KERNELS / "gemv_pack.c",)
 SOURCES += (KERNELS / "attention_amx.c", KERNELS / "decode_step.c")
 HEADERS = (KERNELS / "vec.h", KERNELS / "kv_pack.h", KERNELS / "kernels.h", KERNELS / "gemv_pack.h")
+HEADERS += (KERNELS / "decode_items.h",)
 # -fopenmp: the library binds to the libgomp PyTorch has loaded (same soname): one thread team
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp")
 FLAGS += ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma")
@@ -112,6 +113,9 @@ class NativeKernels:
         amx = lib.prefill_attention_amx
         amx.argtypes, amx.restype = prefill.argtypes, _INT
         self._prefill, self._decode, self._prefill_amx = prefill, decode, amx
+        decode_amx = lib.decode_attention_amx
+        decode_amx.argtypes, decode_amx.restype = decode.argtypes, _INT
+        self._decode_amx = decode_amx
         # the AMX prefill runs where the CPU has the tiles, the compiler built it, and Linux
         # grants the tiles (checked per call)
         built = lib.amx_built
@@ -124,7 +128,8 @@ class NativeKernels:
         return dtype == torch.bfloat16 and head_dim in HEAD_DIMS
 
     def amx_prefill_supports(self, head_dim: int) -> bool:
-        """Whether ``prefill(..., amx=True)`` can run here for this head size."""
+        """Whether ``prefill(..., amx=True)`` and ``decode(..., amx=True)`` can run here for
+        this head size."""
         return self.amx and head_dim == AMX_HEAD_DIM
 
     def prefill(
@@ -152,12 +157,7 @@ class NativeKernels:
             out.data_ptr(), out.stride(0), out.stride(1),
             n, start, hq, hkv, dim, scale, torch.get_num_threads(),
         )  # fmt: skip
-        if rc == -3:
-            raise RuntimeError("attention kernel: Linux did not grant this process AMX tiles")
-        if rc == -4:
-            raise RuntimeError("attention kernel: built by a compiler without AMX support")
-        if rc != 0:
-            raise RuntimeError("attention kernel: unsupported shape or out of memory")
+        _raise_for(rc)
 
     def decode(
         self,
@@ -169,6 +169,7 @@ class NativeKernels:
         out: torch.Tensor,
         scale: float,
         slots: torch.Tensor | None = None,
+        amx: bool = False,
     ) -> None:
         """``n`` single-token queries over the pool: ``query`` ``[n, Hq, D]``, ``keys``/``values``
         the layer's pool ``[slots, Hkv, capacity, D]`` (the new tokens' KV already stored),
@@ -176,7 +177,9 @@ class NativeKernels:
         int32, the pool row each query reads (default: query r reads row r; a request's
         speculative drafts read its row, each up to itself); ``shared``: positions ``0 ..
         shared - 1`` hold the same tokens in every row read (read once, from row 0); ``out``
-        ``[n, Hq, D]``. Writes ``out``."""
+        ``[n, Hq, D]``. Writes ``out``. ``amx``: on the AMX tiles (``amx_prefill_supports``),
+        whose products round differently from AVX-512's: an engine runs every decode step on
+        one of the two."""
         n, hq, dim = query.shape
         _check_layout(query, keys[0], values[0], out)
         check_decode_indices(n, lengths, slots)
@@ -188,7 +191,7 @@ class NativeKernels:
             raise ValueError("attention kernel: shapes do not match the decode rows")
         # the rows and lengths are range-checked by the kernel, in its own pass over them: no
         # tensor reductions here, where they would run in every layer of every step
-        rc = self._decode(
+        rc = (self._decode_amx if amx else self._decode)(
             query.data_ptr(), query.stride(0), query.stride(1),
             keys.data_ptr(), values.data_ptr(), keys.stride(0), keys.stride(1),
             keys.shape[0], keys.shape[2],
@@ -198,8 +201,7 @@ class NativeKernels:
         )  # fmt: skip
         if rc == -2:
             raise ValueError("attention kernel: a pool row, length or shared prefix out of range")
-        if rc != 0:
-            raise RuntimeError("attention kernel: unsupported shape or out of memory")
+        _raise_for(rc)
 
     def add_rms_norm(
         self, h: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float
@@ -255,6 +257,41 @@ class NativeKernels:
         if rc != 0:
             raise RuntimeError("native kernels: rotary refused the shape")
         return x
+
+
+class AmxDecode:
+    """Decode attention on the AMX tiles (``NativeKernels.decode(..., amx=True)``): the
+    ``DecodeKernel`` a step plan runs decode queries on where the engine found it faster than
+    the AVX-512 kernel (``calibrate.decode_on_amx``)."""
+
+    name = "amx"
+
+    def __init__(self, kernels: NativeKernels) -> None:
+        self.kernels = kernels
+
+    def decode(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        lengths: torch.Tensor,
+        shared: int,
+        out: torch.Tensor,
+        scale: float,
+        slots: torch.Tensor | None = None,
+    ) -> None:
+        """``NativeKernels.decode`` on the tiles."""
+        self.kernels.decode(query, keys, values, lengths, shared, out, scale, slots, amx=True)
+
+
+def _raise_for(rc: int) -> None:
+    """The error a kernel's nonzero return code stands for (none for 0)."""
+    if rc == -3:
+        raise RuntimeError("attention kernel: Linux did not grant this process AMX tiles")
+    if rc == -4:
+        raise RuntimeError("attention kernel: built by a compiler without AMX support")
+    if rc != 0:
+        raise RuntimeError("attention kernel: unsupported shape or out of memory")
 
 
 def check_decode_indices(n: int, lengths: torch.Tensor, slots: torch.Tensor | None) -> None:

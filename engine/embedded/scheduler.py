@@ -5,8 +5,9 @@ One thread owns the model, the KV pool and the radix cache. Each loop turn it
    (SGLang's ``lpm`` policy), copying each one's cached prefix from the radix cache into a free
    row of the KV pool (every shared token is reused: the radix cache's page is 1 token);
 2. runs one packed forward pass: one token for every decoding request plus prompt tokens of
-   the oldest requests still prefilling, ``PREFILL_CHUNK`` tokens in all (see attention.py;
-   ``PREFILL_CHUNK_IDLE`` when no request is decoding).
+   the oldest requests still prefilling, ``prefill_chunk`` tokens in all (see attention.py;
+   set from this CPU's speed, ``prefill_chunk.py``; ``PREFILL_CHUNK_IDLE`` when no request is
+   decoding).
 Packing keeps running streams flowing while long prompts are prefilled, and the decode tokens
 ride along the prefill's matrix multiplies. A request that ends (stop, length, cancel) leaves
 the batch at once and its KV goes into the radix cache.
@@ -38,6 +39,7 @@ from engine.embedded.kv_pool import KVPool
 from engine.embedded.logprobs import first_logit_position
 from engine.embedded.native import NativeKernels
 from engine.embedded.ngram_draft import NgramDrafter
+from engine.embedded.prefill_chunk import DEFAULT, MOST
 from engine.embedded.radix_cache import RadixKVCache, common_prefix_len, match_length
 from engine.embedded.sequence import Job, Sequence
 from engine.embedded.spec_verify import plan_drafts, verify
@@ -47,10 +49,10 @@ from engine.embedded.textstream import TextStream
 
 log = logging.getLogger(__name__)
 
-PREFILL_CHUNK = 512  # tokens per step (decode tokens included) while some request is decoding
+PREFILL_CHUNK = DEFAULT  # tokens per step (decode ones included) while some request decodes
 # ... and while none is: nobody waits for a next token, and one causal pass over a whole prompt
 # beats masked chunks (cold TTFT of a 1,550-token prompt ~6% lower, measured on 2 cores)
-PREFILL_CHUNK_IDLE = 2048
+PREFILL_CHUNK_IDLE = MOST
 # a waiting request that shares more than this many uncached tokens with a request still being
 # prefilled waits for that prefill to land in the radix cache, instead of computing it twice
 DEFER_SHARED_TOKENS = 32
@@ -84,6 +86,7 @@ class Scheduler:
         decoder: DecodeKernel | None = None,
         budget: DraftBudget | None = None,
         drafts: DraftPool | None = None,
+        prefill_chunk: int = PREFILL_CHUNK,
     ) -> None:
         self.forward = forward  # one packed step: (tokens, plan, keep) -> logits
         self.kernel = kernel  # native attention, or None (PyTorch attention)
@@ -92,6 +95,7 @@ class Scheduler:
         self.speculative = speculative  # prompt-lookup drafts for decoding requests
         self.budget = budget  # how many drafts a step is worth here (None: all proposed)
         self.draft_pool = drafts  # earlier answers to draft from (None: own history only)
+        self.prefill_chunk = prefill_chunk  # a step's tokens while some request decodes
         self.decode = decode
         self.eos = eos
         self.context_length = context_length
@@ -231,14 +235,14 @@ class Scheduler:
 
     def _step(self) -> None:
         """One packed forward: a token for every decoding request, plus prompt tokens of the
-        oldest requests still prefilling, up to PREFILL_CHUNK tokens in all
+        oldest requests still prefilling, up to ``prefill_chunk`` tokens in all
         (PREFILL_CHUNK_IDLE when none decodes)."""
         for seq in [s for s in self.active if s.prefilling and s.job.cancelled.is_set()]:
             seq.finish = "abort"
             self._finish(seq)
         # a step's token budget counts its decode tokens too: a GEMM over 512 rows runs ~8%
         # faster than over 518 (measured), and a step's latency stays level as streams join
-        room = PREFILL_CHUNK - len(self.decoding) if self.decoding else PREFILL_CHUNK_IDLE
+        room = self.prefill_chunk - len(self.decoding) if self.decoding else PREFILL_CHUNK_IDLE
         # speculation: a decoding row's drafts run as decode queries on its own pool row, at the
         # positions after its pending token; every draft position's logits are kept
         drafts = plan_drafts(self.decoding, self.speculative, self.context_length, self._cap(room))

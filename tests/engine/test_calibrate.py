@@ -108,6 +108,37 @@ def test_prefill_route_times_the_real_kernels_once_per_process(
     assert calibrate.prefill_route(kernels, 9, 3, 64) is route and len(timed) == 2  # memo
 
 
+@pytest.mark.skipif(REASON is not None, reason=f"native kernel cannot run: {REASON}")
+def test_decode_on_amx_times_both_kernels_over_the_mix_once_per_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the tiles run, both decode kernels are timed on every step of ``DECODE_MIX``
+    and the faster mix wins for good (memoised); elsewhere nothing is timed and the AVX-512
+    kernel keeps every decode step."""
+    kernels = load_native_kernels(None)
+    assert kernels is not None
+    timed: list[tuple[str, dict[str, float]]] = []
+    real = calibrate.logged_medians
+
+    def recording(what: str, options: dict, reps: int = calibrate.REPS) -> dict[str, float]:  # noqa: ANN001
+        medians = real(what, options, reps)
+        timed.append((what, medians))
+        return medians
+
+    monkeypatch.setattr(calibrate, "logged_medians", recording)
+    monkeypatch.setattr(calibrate, "_memo", {})
+    on_amx = calibrate.decode_on_amx(kernels, 9, 3, 64)
+    if not kernels.amx_prefill_supports(64):
+        assert not on_amx and timed == []
+        return
+    ((what, medians),) = timed
+    assert set(medians) == {"avx512", "amx"}
+    assert all(str(step) in what for step in calibrate.DECODE_MIX)
+    assert on_amx == (medians["amx"] < medians["avx512"])
+    assert calibrate.decode_on_amx(kernels, 9, 3, 64) is on_amx and len(timed) == 1  # memo
+    assert not calibrate.decode_on_amx(kernels, 4, 1, 128)  # the tiles take head_dim 64 only
+
+
 def test_prefill_route_paths_and_summary() -> None:
     assert NATIVE_PREFILL.summary() == "prefill attention on native"
     assert PrefillRoute("amx", "amx").summary() == "prefill attention on amx"

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from support.native_attention import REASON, built_kernel, needs_kernel, reference_attention
 
+from engine.embedded.calibrate import decode_on_amx
 from engine.embedded.native import NativeKernels, build, load_native_kernels
 
 
@@ -223,11 +224,12 @@ def test_engine_decodes_a_shared_prompt_prefix_once(engine) -> None:  # noqa: AN
 
 
 @needs_kernel
-def test_a_compiler_without_amx_builds_the_rest_and_the_amx_prefill_refuses(
+def test_a_compiler_without_amx_builds_the_rest_and_the_amx_kernels_refuse(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An older compiler (no ``-mamx-tile``) still builds every other kernel; the AMX prefill
-    is a stub that says why it refuses, and the engine's timing leaves it out."""
+    and decode attention are stubs that say why they refuse, and the engine's timing leaves
+    them out."""
     from engine.embedded import native
 
     assert native.compiler_accepts("cc", ("-O2",))
@@ -242,6 +244,12 @@ def test_a_compiler_without_amx_builds_the_rest_and_the_amx_prefill_refuses(
     assert (out == 7).all()
     stubbed.prefill(q, kv, kv, out, 0, 0.125)  # the AVX-512 kernel is there
     assert torch.isfinite(out).all() and not (out == 7).any()
+    pool = torch.zeros(1, 1, 8, 64).bfloat16()
+    one, dec = torch.tensor([8], dtype=torch.int32), torch.full((1, 2, 64), 7.0).bfloat16()
+    with pytest.raises(RuntimeError, match="without AMX"):
+        stubbed.decode(torch.zeros(1, 2, 64).bfloat16(), pool, pool, one, 0, dec, 0.125, amx=True)
+    assert (dec == 7).all()
+    assert not decode_on_amx(stubbed, 2, 1, 64)
 
 
 @pytest.mark.parametrize("path", ["native", "amx", "sdpa", "matmul", "none"])

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode_items.h"
 #include "kernels.h" /* its own prototypes, checked against the definitions */
 #include "kv_pack.h"
 #include "vec.h"
@@ -381,106 +382,41 @@ int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k
                      float scale, int n_threads) {
     if ((head_dim != 64 && head_dim != 128) || hkv < 1 || hq % hkv || n <= 0) return -1;
     if (shared < 0) return -2;
-    /* every row read and every length in range of the pool: checked here, in the one pass
-     * over lengths the kernel makes anyway, rather than by reductions in every layer's caller */
-    int longest = 0;
-    for (int r = 0; r < n; r++) {
-        const int row = slots ? slots[r] : r;
-        if (row < 0 || row >= pool_rows) return -2;
-        if (lengths[r] < 1 || lengths[r] > capacity || lengths[r] <= (n > 1 ? shared : 0))
-            return -2;
-        if (lengths[r] > longest) longest = lengths[r];
+    decode_items it;
+    int longest;
+    const int rc = decode_items_build(&it, n, lengths, slots, pool_rows, capacity, shared, hq,
+                                      hkv, DEC_ROWS, n_threads, &longest);
+    const int threads = clamp_threads(n_threads, it.items);
+    /* allocated up front: a parallel region cannot fail half-way */
+    float *scores = rc ? NULL : malloc(sizeof(float) * DEC_ROWS * (size_t)longest * threads);
+    if (rc || !scores) {
+        decode_items_free(&it);
+        return rc ? rc : -1;
     }
     if (n == 1) shared = 0; /* nothing to share */
-    const int D = head_dim, group = hq / hkv;
+    const int D = head_dim;
     const float scale_log2 = scale * 1.4426950408889634f;
-    /* the queries grouped by pool row (a request's pending token, then its drafts), groups in
-     * order of first appearance; without slots every query is a group of its own */
-    int *member = malloc(sizeof(int) * (3 * (size_t)n + 1));
-    int *group_of = slots ? calloc((size_t)pool_rows, sizeof(int)) : NULL;
-    if (!member || (slots && !group_of)) {
-        free(member);
-        free(group_of);
-        return -1;
-    }
-    int *start = member + n, *count = start + n + 1, groups = 0;
-    for (int r = 0; r < n; r++) {
-        const int gi = group_of ? group_of[slots[r]] - 1 : -1;
-        if (gi >= 0) {
-            count[gi]++;
-            continue;
-        }
-        if (group_of) group_of[slots[r]] = groups + 1;
-        count[groups++] = 1;
-    }
-    start[0] = 0;
-    for (int gi = 0; gi < groups; gi++) start[gi + 1] = start[gi] + count[gi];
-    for (int gi = 0; gi < groups; gi++) count[gi] = 0;
-    for (int r = 0, next = 0; r < n; r++) {
-        const int gi = group_of ? group_of[slots[r]] - 1 : next++;
-        member[start[gi] + count[gi]++] = r;
-    }
-    free(group_of);
-    /* an item: up to `per` (query, head) rows of one group and one KV head, whole queries
-     * where a KV head's query heads fit; fewer queries an item while that leaves a thread
-     * without a second item (a row's cost is its own: the split only trades balance against
-     * reading a row's keys once) */
-    int per = group <= DEC_ROWS ? DEC_ROWS / group * group : DEC_ROWS, items = 0;
-    const int want = 2 * (n_threads < 1 ? 1 : n_threads);
-    for (;;) {
-        items = 0;
-        for (int gi = 0; gi < groups; gi++) items += hkv * ((count[gi] * group + per - 1) / per);
-        if (items >= want || per <= group || group > DEC_ROWS) break;
-        per -= group;
-    }
-    int *item_at = malloc(sizeof(int) * 3 * (size_t)items);
-    const int threads = clamp_threads(n_threads, items);
-    /* allocated up front: a parallel region cannot fail half-way */
-    float *scores = malloc(sizeof(float) * DEC_ROWS * (size_t)longest * threads);
-    if (!item_at || !scores) {
-        free(member);
-        free(item_at);
-        free(scores);
-        return -1;
-    }
-    for (int gi = 0, i = 0; gi < groups; gi++)
-        for (int g = 0; g < hkv; g++)
-            for (int off = 0; off < count[gi] * group; off += per, i++) {
-                item_at[3 * i] = gi;
-                item_at[3 * i + 1] = g;
-                item_at[3 * i + 2] = off;
-            }
 #pragma omp parallel num_threads(threads)
     {
         float *sbuf = scores + (int64_t)omp_get_thread_num() * DEC_ROWS * longest;
         /* the shared prefix is read from pool row 0, where it stays in cache for the other
          * rows' items */
 #pragma omp for schedule(static, 1)
-        for (int item = 0; item < items; item++) {
-            const int gi = item_at[3 * item], g = item_at[3 * item + 1];
-            const int off = item_at[3 * item + 2];
-            const int total = count[gi] * group;
-            const int rows = total - off < per ? total - off : per;
-            const int first = member[start[gi]];
-            const int64_t slot = slots ? slots[first] : first, head = (int64_t)g * kv_head;
+        for (int item = 0; item < it.items; item++) {
             const bf16 *qrow[DEC_ROWS];
             bf16 *orow[DEC_ROWS];
-            int lim[DEC_ROWS], own = 0;
-            for (int i = 0; i < rows; i++) {
-                const int r = member[start[gi] + (off + i) / group];
-                const int h = g * group + (off + i) % group;
-                qrow[i] = q + (int64_t)r * q_row + (int64_t)h * q_head;
-                orow[i] = out + (int64_t)r * o_row + (int64_t)h * o_head;
-                lim[i] = lengths[r];
-                own = lim[i] > own ? lim[i] : own;
-            }
+            int lim[DEC_ROWS], own, g;
+            int64_t slot;
+            const int rows = decode_item_rows(&it, item, q, q_row, q_head, out, o_row, o_head,
+                                              lengths, slots, qrow, orow, lim, NULL, &slot, &g,
+                                              &own);
+            const int64_t head = (int64_t)g * kv_head;
             own_keys_any(qrow, orow, lim, rows, k + head, v + head, shared,
                          k + slot * kv_slot + head, v + slot * kv_slot + head, own, scale_log2,
                          D, sbuf);
         }
     }
-    free(member);
-    free(item_at);
+    decode_items_free(&it);
     free(scores);
     return 0;
 }

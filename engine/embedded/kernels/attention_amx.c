@@ -24,6 +24,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "decode_items.h"
+#include "kernels.h"
 #include "kv_pack.h"
 #include "vec.h"
 
@@ -190,6 +192,333 @@ static void attend_block(const bf16 *q, int64_t q_row, int rows, int first_pos, 
     }
 }
 
+/* ---- decode: a request's queries over its pool row ------------------------------------ */
+
+#define DQ 16 /* query rows of a decode item: one tile's columns */
+
+/* a 16 x 16 matrix of 32-bit elements, transposed in registers (row i becomes column i) */
+static inline void transpose16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++) {
+            t[8 * i + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+            t[8 * i + 4 + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + 4 + j], 0xDD);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xDD);
+    }
+}
+
+/* 16 x 16 dwords at src (rows `stride` bytes apart) transposed into dst (rows of 64 bytes) */
+static inline void transpose_block(const void *src, int stride, void *dst) {
+    __m512i r[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512((const char *)src + stride * i);
+    transpose16(r);
+    for (int i = 0; i < 16; i++) _mm512_storeu_si512((char *)dst + 64 * i, r[i]);
+}
+
+/* key (or value) j of a row whose keys below `split` come from the shared row's copy */
+#define ROW_AT(shared_row, own_row, j) \
+    (((j) < split ? (shared_row) : (own_row)) + (int64_t)(j) * D)
+
+/* One query row's online-softmax state between passes over its keys: running max m (log2
+ * units), running sum l, and the unnormalised weighted sum of values o. */
+typedef struct {
+    float m, l;
+    float o[D];
+} dec_state;
+
+static inline void dec_state_init(dec_state *st) {
+    st->m = -INFINITY;
+    st->l = 0.0f;
+    memset(st->o, 0, sizeof(st->o));
+}
+
+/* st's output, normalised, as bfloat16 at dst */
+static inline void dec_state_store(const dec_state *st, bf16 *dst) {
+    const __m512 inv = _mm512_set1_ps(1.0f / st->l);
+    for (int c = 0; c < D / 16; c++)
+        _mm256_storeu_si256(
+            (__m256i *)(dst + c * 16),
+            (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(st->o + c * 16), inv)));
+}
+
+/* key (or value) j of a row whose keys below `split` come from the shared row's copy */
+#define ROW_AT(shared_row, own_row, j) \
+    (((j) < split ? (shared_row) : (own_row)) + (int64_t)(j) * D)
+
+/* Query rows qrow[0 .. rows - 1] (rows <= DQ) of one KV head over keys `from` .. `to` - 1
+ * (from a multiple of KB), row i seeing keys below lim[i] only; keys below `split` from k0/v0,
+ * the rest from k/v. Row i's softmax state st[i] is carried on (dec_state_init before its
+ * first pass). Per block of KB keys:
+ *   S^T[KB x 16] = K Q^T    8 TDPBF16PS: A = 16 keys x 32 dims read in place, B = Q^T pairs
+ *   softmax, query by query in the lanes of each key's scores (online: running max and sum)
+ *   O[16 x D] += P V        8 TDPBF16PS: A = P (a transpose of P^T's key pairs), B = V pairs
+ * With scores as keys x queries the softmax runs one vector op per key for all 16 queries,
+ * and K is read where it lies; P is transposed instead (two 16 x 16 transposes a block), and
+ * V paired as pack_v does.
+ *
+ * Invariant: a row's arithmetic is the same whatever other rows share the pass and however
+ * its keys are split between passes at block boundaries: each of its scores, its softmax lane
+ * and its output row depend on its own query, keys, limit and state only, so a query's output
+ * never depends on the company. */
+static void attend_decode_rows(const bf16 *const *qrow, const int *lim, int rows,
+                               const bf16 *k0, const bf16 *v0, int split, const bf16 *k,
+                               const bf16 *v, int from, int to, float scale_log2,
+                               dec_state *const *st) {
+    uint32_t qpairs[DQ * D / 2] __attribute__((aligned(64))); /* [query][dim pair] */
+    uint32_t qt[D / 2 * DQ] __attribute__((aligned(64)));     /* [dim pair][query]: B tiles */
+    bf16 kbuf[16 * D] __attribute__((aligned(64)));           /* a 16-key group gathered */
+    bf16 vp[KB * D] __attribute__((aligned(64)));             /* V's key pairs (pack_v) */
+    uint32_t wp[KB / 2 * DQ] __attribute__((aligned(64)));    /* P^T's key pairs [pair][q] */
+    uint32_t pa[DQ * KB / 2] __attribute__((aligned(64)));    /* P: two A tiles [q][pair] */
+    float sbuf[KB * DQ] __attribute__((aligned(64)));         /* S^T, then O's update */
+    float obuf[DQ * D] __attribute__((aligned(64)));
+    float ms[DQ] __attribute__((aligned(64))), ls[DQ] __attribute__((aligned(64)));
+    int lims[DQ];
+    for (int i = 0; i < DQ; i++) {
+        if (i < rows) {
+            memcpy(qpairs + i * D / 2, qrow[i], D * sizeof(bf16));
+            memcpy(obuf + i * D, st[i]->o, D * sizeof(float));
+            ms[i] = st[i]->m;
+            ls[i] = st[i]->l;
+        } else { /* padding lanes: zero queries over every key */
+            memset(qpairs + i * D / 2, 0, D * sizeof(bf16));
+            memset(obuf + i * D, 0, D * sizeof(float));
+            ms[i] = -INFINITY;
+            ls[i] = 0.0f;
+        }
+        lims[i] = i < rows ? lim[i] : to;
+    }
+    transpose_block(qpairs, D * 2, qt);                /* dims 0-31 */
+    transpose_block(qpairs + 16, D * 2, qt + 16 * DQ); /* dims 32-63 */
+    const __m512i limv = _mm512_loadu_si512(lims);
+    int least = to;
+    for (int i = 0; i < DQ; i++) least = lims[i] < least ? lims[i] : least;
+    __m512 m = _mm512_load_ps(ms), l = _mm512_load_ps(ls);
+    const __m512 sc = _mm512_set1_ps(scale_log2);
+    const __m512i pair_words = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10,
+                                                25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19,
+                                                3, 18, 2, 17, 1, 16, 0);
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9,
+                                        40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1,
+                                        32, 0);
+    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    for (int k0b = from; k0b < to; k0b += KB) {
+        const int nk = to - k0b < KB ? to - k0b : KB; /* keys of this block */
+        /* S^T = K Q^T, 16 keys per accumulator tile */
+        _tile_loadd(6, qt, DQ * 4);
+        _tile_loadd(7, qt + 16 * DQ, DQ * 4);
+        zero_accumulators();
+        for (int t = 0; t < 4 && 16 * t < nk; t++) {
+            const int j0 = k0b + 16 * t, cnt = nk - 16 * t < 16 ? nk - 16 * t : 16;
+            const bf16 *src;
+            if (cnt == 16 && (j0 + 16 <= split || j0 >= split)) {
+                src = ROW_AT(k0, k, j0); /* in place: one side of split, all in the row */
+            } else {
+                for (int u = 0; u < 16; u++) {
+                    if (u < cnt)
+                        memcpy(kbuf + u * D, ROW_AT(k0, k, j0 + u), D * sizeof(bf16));
+                    else
+                        memset(kbuf + u * D, 0, D * sizeof(bf16));
+                }
+                src = kbuf;
+            }
+            _tile_loadd(4, src, D * sizeof(bf16));
+            _tile_loadd(5, src + 32, D * sizeof(bf16));
+            switch (t) { /* tile numbers are immediates */
+                case 0: _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(0, 5, 7); break;
+                case 1: _tile_dpbf16ps(1, 4, 6); _tile_dpbf16ps(1, 5, 7); break;
+                case 2: _tile_dpbf16ps(2, 4, 6); _tile_dpbf16ps(2, 5, 7); break;
+                default: _tile_dpbf16ps(3, 4, 6); _tile_dpbf16ps(3, 5, 7);
+            }
+        }
+        _tile_stored(0, sbuf, DQ * 4);
+        _tile_stored(1, sbuf + 16 * DQ, DQ * 4);
+        _tile_stored(2, sbuf + 32 * DQ, DQ * 4);
+        _tile_stored(3, sbuf + 48 * DQ, DQ * 4);
+        /* the next block's keys and values on their way from memory while this one computes
+         * (a hint: past the row's end is harmless) */
+        for (int j = k0b + KB; j < k0b + 2 * KB; j++) {
+            const bf16 *kj = ROW_AT(k0, k, j), *vj = ROW_AT(v0, v, j);
+            _mm_prefetch((const char *)kj, _MM_HINT_T0);
+            _mm_prefetch((const char *)(kj + 32), _MM_HINT_T0);
+            _mm_prefetch((const char *)vj, _MM_HINT_T0);
+            _mm_prefetch((const char *)(vj + 32), _MM_HINT_T0);
+        }
+        /* the block's max per query, over the keys it sees */
+        __m512 bmax = _mm512_set1_ps(-INFINITY);
+        for (int j = 0; j < nk; j++) {
+            const __mmask16 live = k0b + j < least
+                                       ? 0xFFFF
+                                       : _mm512_cmpgt_epi32_mask(limv,
+                                                                 _mm512_set1_epi32(k0b + j));
+            bmax = _mm512_mask_max_ps(bmax, live, bmax, _mm512_load_ps(sbuf + j * DQ));
+        }
+        /* the scale is positive: scaling after the max keeps the order */
+        const __m512 m_new = _mm512_max_ps(m, _mm512_mul_ps(bmax, sc));
+        /* 0 (2^-126 times nothing summed yet) for the first block, 1 where the max held */
+        const __m512 alpha = exp2_ps(_mm512_sub_ps(m, m_new));
+        m = m_new;
+        const __m512 neg_m = _mm512_sub_ps(_mm512_setzero_ps(), m_new);
+        __m512 sum = _mm512_setzero_ps();
+        for (int j = 0; j < KB; j += 2) {
+            __m512 p[2];
+            for (int u = 0; u < 2; u++) {
+                const int key = k0b + j + u;
+                if (j + u >= nk) {
+                    p[u] = _mm512_setzero_ps();
+                    continue;
+                }
+                const __mmask16 live =
+                    key < least ? 0xFFFF : _mm512_cmpgt_epi32_mask(limv, _mm512_set1_epi32(key));
+                p[u] = _mm512_maskz_mov_ps(
+                    live, exp2_softmax_ps(
+                              _mm512_fmadd_ps(_mm512_load_ps(sbuf + (j + u) * DQ), sc, neg_m)));
+                sum = _mm512_add_ps(sum, p[u]);
+            }
+            /* lane q: (p[j][q], p[j + 1][q]) as a bfloat16 pair */
+            _mm512_store_si512(wp + j / 2 * DQ,
+                               _mm512_permutexvar_epi16(
+                                   pair_words, (__m512i)_mm512_cvtne2ps_pbh(p[1], p[0])));
+        }
+        l = _mm512_add_ps(_mm512_mul_ps(l, alpha), sum);
+        transpose_block(wp, 64, pa);                     /* keys 0-31: A tile, [q][pair] */
+        transpose_block(wp + 16 * DQ, 64, pa + DQ * 16); /* keys 32-63 */
+        /* V's key pairs, zero past the block's keys (pack_v's layout) */
+        for (int i = 0; i < KB / 2; i++) {
+            const int j = k0b + 2 * i;
+            bf16 *dst = vp + (int64_t)i * D * 2;
+            for (int d = 0; d < D; d += 32) {
+                const __m512i x = 2 * i < nk ? _mm512_loadu_si512(ROW_AT(v0, v, j) + d)
+                                             : _mm512_setzero_si512();
+                const __m512i y = 2 * i + 1 < nk ? _mm512_loadu_si512(ROW_AT(v0, v, j + 1) + d)
+                                                 : _mm512_setzero_si512();
+                _mm512_store_si512(dst + 2 * d, _mm512_permutex2var_epi16(x, lo, y));
+                _mm512_store_si512(dst + 2 * d + 32, _mm512_permutex2var_epi16(x, hi, y));
+            }
+        }
+        /* O's update = P V: A = 16 queries x 32 keys of P; B = 32 keys x 16 dims of V */
+        _tile_loadd(4, pa, 64);
+        _tile_loadd(5, pa + DQ * 16, 64);
+        zero_accumulators();
+#define PV(T)                                                                   \
+    _tile_loadd(6, vp + (T) * 16 * 2, D * 2 * sizeof(bf16));                    \
+    _tile_dpbf16ps(T, 4, 6);                                                    \
+    _tile_loadd(7, vp + (int64_t)16 * D * 2 + (T) * 16 * 2, D * 2 * sizeof(bf16)); \
+    _tile_dpbf16ps(T, 5, 7);
+        PV(0)
+        PV(1)
+        PV(2)
+        PV(3)
+#undef PV
+        store_accumulators(sbuf); /* [16 queries][D] */
+        float a[DQ] __attribute__((aligned(64)));
+        _mm512_store_ps(a, alpha);
+        for (int i = 0; i < rows; i++) {
+            const __m512 ai = _mm512_set1_ps(a[i]);
+            for (int c = 0; c < D / 16; c++)
+                _mm512_store_ps(obuf + i * D + c * 16,
+                                _mm512_add_ps(_mm512_mul_ps(_mm512_load_ps(obuf + i * D + c * 16), ai),
+                                              _mm512_load_ps(sbuf + i * D + c * 16)));
+        }
+    }
+    _mm512_store_ps(ms, m);
+    _mm512_store_ps(ls, l);
+    for (int i = 0; i < rows; i++) {
+        st[i]->m = ms[i];
+        st[i]->l = ls[i];
+        memcpy(st[i]->o, obuf + i * D, D * sizeof(float));
+    }
+}
+#undef ROW_AT
+
+/* Decode attention on the tiles; the same contract as decode_attention (attention.c). Work
+ * items are a request's queries over its pool row (decode_items.h), up to 16 (query, head)
+ * rows each. Where several rows share a prompt prefix of at least KB keys, a first pass runs
+ * its whole blocks for the queries of all rows together, 16 at a time (the prefix is read
+ * from row 0, and its scores computed for 16 queries per tile op), and each row's item then
+ * carries on from there over its own keys. */
+int decode_attention_amx(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k,
+                         const bf16 *v, int64_t kv_slot, int64_t kv_head, int pool_rows,
+                         int capacity, const int32_t *lengths, const int32_t *slots, int shared,
+                         bf16 *out, int64_t o_row, int64_t o_head, int n, int hq, int hkv,
+                         int head_dim, float scale, int n_threads) {
+    if (head_dim != D || hkv < 1 || hq % hkv || n <= 0) return -1;
+    if (shared < 0) return -2;
+    if (!amx_permitted()) return -3;
+    decode_items it;
+    int longest;
+    const int rc = decode_items_build(&it, n, lengths, slots, pool_rows, capacity, shared, hq,
+                                      hkv, DQ, n_threads, &longest);
+    /* the softmax state of every (query, head) row: [n][hq] */
+    dec_state *state = rc ? NULL : malloc(sizeof(dec_state) * (size_t)n * hq);
+    if (rc || !state) {
+        decode_items_free(&it);
+        return rc ? rc : -1;
+    }
+    if (n == 1) shared = 0; /* nothing to share */
+    /* the common prefix's whole blocks, for every query at once (one request: none) */
+    const int common = it.groups > 1 ? shared / KB * KB : 0;
+    const int group = hq / hkv, per_head = (n * group + DQ - 1) / DQ;
+    const int first_items = common ? hkv * per_head : 0;
+    const float scale_log2 = scale * 1.4426950408889634f;
+    for (int i = 0; i < n * hq; i++) dec_state_init(state + i);
+    const int threads = clamp_threads(n_threads, it.items > first_items ? it.items : first_items);
+#pragma omp parallel num_threads(threads)
+    {
+        configure_tiles(); /* tile state is per thread */
+        const bf16 *qrow[DQ];
+        bf16 *orow[DQ];
+        dec_state *st[DQ];
+        int lim[DQ];
+#pragma omp for schedule(static, 1)
+        for (int item = 0; item < first_items; item++) {
+            const int g = item / per_head, t0 = item % per_head * DQ;
+            const int rows = n * group - t0 < DQ ? n * group - t0 : DQ;
+            for (int i = 0; i < rows; i++) {
+                const int r = (t0 + i) / group, h = g * group + (t0 + i) % group;
+                qrow[i] = q + (int64_t)r * q_row + (int64_t)h * q_head;
+                st[i] = state + (int64_t)r * hq + h;
+                lim[i] = lengths[r];
+            }
+            const int64_t head = (int64_t)g * kv_head;
+            attend_decode_rows(qrow, lim, rows, k + head, v + head, common, k + head, v + head,
+                               0, common, scale_log2, st);
+        }
+        /* (the loop's barrier: every prefix pass is done before the rows carry on) */
+#pragma omp for schedule(static, 1)
+        for (int item = 0; item < it.items; item++) {
+            int own, g, index[DQ];
+            int64_t slot;
+            const int rows =
+                decode_item_rows(&it, item, q, q_row, q_head, out, o_row, o_head, lengths,
+                                 slots, qrow, orow, lim, index, &slot, &g, &own);
+            for (int i = 0; i < rows; i++) st[i] = state + index[i];
+            const int64_t head = (int64_t)g * kv_head;
+            attend_decode_rows(qrow, lim, rows, k + head, v + head, shared,
+                               k + slot * kv_slot + head, v + slot * kv_slot + head, common,
+                               own, scale_log2, st);
+            for (int i = 0; i < rows; i++) dec_state_store(st[i], orow[i]);
+        }
+        _tile_release();
+    }
+    decode_items_free(&it);
+    free(state);
+    return 0;
+}
+
 int amx_built(void) { return 1; }
 
 int prefill_attention_amx(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k,
@@ -225,6 +554,14 @@ int prefill_attention_amx(const bf16 *q, int64_t q_row, int64_t q_head, const bf
 }
 
 #else /* a compiler without AMX: the entry points exist, and refuse */
+
+int decode_attention_amx(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k,
+                         const bf16 *v, int64_t kv_slot, int64_t kv_head, int pool_rows,
+                         int capacity, const int32_t *lengths, const int32_t *slots, int shared,
+                         bf16 *out, int64_t o_row, int64_t o_head, int n, int hq, int hkv,
+                         int head_dim, float scale, int n_threads) {
+    return -4;
+}
 
 int amx_built(void) { return 0; }
 

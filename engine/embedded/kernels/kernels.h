@@ -13,6 +13,11 @@ int decode_attention(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k
                      const int32_t *lengths, const int32_t *slots, int shared, bf16 *out,
                      int64_t o_row, int64_t o_head, int n, int hq, int hkv, int head_dim,
                      float scale, int n_threads);
+int decode_attention_amx(const bf16 *q, int64_t q_row, int64_t q_head, const bf16 *k,
+                         const bf16 *v, int64_t kv_slot, int64_t kv_head, int pool_rows,
+                         int capacity, const int32_t *lengths, const int32_t *slots, int shared,
+                         bf16 *out, int64_t o_row, int64_t o_head, int n, int hq, int hkv,
+                         int head_dim, float scale, int n_threads);
 int add_rms_norm(bf16 *h, int64_t h_row, const bf16 *delta, int64_t d_row, const bf16 *w,
                  bf16 *x, int64_t x_row, int n, int dim, float eps, int n_threads);
 int silu_mul(const bf16 *gate_up, int64_t g_row, bf16 *y, int64_t y_row, int n, int half,
