@@ -57,6 +57,9 @@ DECODE_MIX = (
 # alone flipped under load on Zen 4 (GEMV 137 ms against oneDNN 158 ms on a quiet box), and
 # with it every greedy answer's last bits; on an AMX Xeon oneDNN runs the mix 2-3x faster.
 ONEDNN_EDGE = 0.85
+# decode steps timed for the native step on the AMX tiles: one stream, with drafts, 8 streams
+# and 8 with drafts
+AMX_STEP_ROWS = (1, 5, 8, 16, 40)
 
 _memo: dict[tuple, object] = {}
 
@@ -227,6 +230,36 @@ def gemv_wins(run_linears: Callable[[int], None], switch: GemvSwitch, key: tuple
     wins = _memo[memo_key]
     assert isinstance(wins, bool)
     switch.on = wins
+    return wins
+
+
+def amx_step_wins(run_layer_linears: Callable[[int, bool], None], key: tuple) -> bool:
+    """Whether decode-only steps run in one native call on the AMX tiles rather than through
+    the runner's layer loop on oneDNN: timing the layers' linears of ``AMX_STEP_ROWS``-row
+    steps on each (``run_layer_linears(rows, amx)``). The tiles win unless oneDNN is clearly
+    faster (``ONEDNN_EDGE``): the one call also saves the loop's dispatch, about a quarter of
+    an 8-stream decode step on a 2-vCPU AMX Xeon. ``key`` names the weights' shapes."""
+    memo_key = ("amx-step", *key, torch.get_num_threads())
+    if memo_key not in _memo:
+
+        def mix(amx: bool) -> None:
+            for rows in AMX_STEP_ROWS:
+                run_layer_linears(rows, amx)
+
+        try:
+            mix(True)
+        except RuntimeError as exc:  # e.g. Linux refused the tile state
+            log.info("AMX linears unavailable: %s", exc)
+            _memo[memo_key] = False
+        else:
+            medians = logged_medians(
+                f"decode steps' linears of {AMX_STEP_ROWS} rows",
+                {"amx": lambda: mix(True), "onednn": lambda: mix(False)},
+                reps=3,
+            )
+            _memo[memo_key] = medians["onednn"] >= ONEDNN_EDGE * medians["amx"]
+    wins = _memo[memo_key]
+    assert isinstance(wins, bool)
     return wins
 
 

@@ -5,6 +5,13 @@ them do microseconds of work, and their dispatch was about a fifth of the step. 
 linear runs on the native GEMV (``GemvSwitch.on``) and the native kernels are loaded, the
 runner hands a step that only decodes (no prompt segments) to ``NativeDecodeStep``, which runs
 the same kernels in the same order in C: the results are the Python loop's, bit for bit.
+
+On a CPU with AMX tiles, where oneDNN runs the linears (``GemvSwitch`` off) and decode
+attention runs on the tiles (``native.AmxDecode``), decode-only steps can run here too, on the
+tiles (``amx``): the linears on the same GEMV panels (``kernels/gemv_amx.c``) and attention on
+``decode_attention_amx``, where the engine times that faster (``calibrate.amx_step_wins``).
+Steps that carry prompt rows stay on oneDNN, so a decode row rounds apart in the two kinds of
+step there, as oneDNN's GEMM already rounds a row by its step's size on such a CPU.
 """
 
 from __future__ import annotations
@@ -71,7 +78,7 @@ class NativeDecodeStep:
         lib = ctypes.CDLL(library)
         fn = lib.decode_step
         fn.argtypes = [_PTR, _INT, _PTR, _PTR] + [_INT] * 6 + [_PTR, _PTR, _I64, _PTR, _PTR]
-        fn.argtypes += [_PTR, _INT, _INT, _INT, _F32, _F32, _INT]
+        fn.argtypes += [_PTR, _INT, _INT, _INT, _F32, _F32, _INT, _INT]
         fn.restype = _INT
         self._fn = fn
         self.hq, self.hkv, self.head_dim = heads
@@ -86,6 +93,9 @@ class NativeDecodeStep:
             entry.qkv_bias = self._ptr(qkv.bias) if qkv.bias is not None else None
         self._pool: tuple[int, ...] = ()
         self._rows = torch.empty(0, dtype=torch.int32)
+        # on the AMX tiles (linears and attention), as the engine sets it once it has timed
+        # them (``calibrate.amx_step_wins``); else the AVX-512 GEMV and decode attention
+        self.amx = False
 
     def _ptr(self, t: torch.Tensor) -> int:
         if t.dtype != torch.bfloat16 or not t.is_contiguous():
@@ -123,7 +133,7 @@ class NativeDecodeStep:
             cos.data_ptr(), sin.data_ptr(), cos.stride(0), rows.data_ptr(),
             plan.decode_lengths.data_ptr(), None if slots is None else slots.data_ptr(),
             plan.decode_shared, pool.keys[0].shape[0], pool.capacity,
-            self.eps, self.scale, torch.get_num_threads(),
+            self.eps, self.scale, torch.get_num_threads(), int(self.amx),
         )  # fmt: skip
         if rc == -2:
             raise ValueError("native decode step: a pool row or length out of range")

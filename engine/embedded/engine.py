@@ -25,7 +25,13 @@ from engine.base import (
 from engine.embedded.attention import NATIVE_PREFILL, run_step
 from engine.embedded.attention import install as install_pool_attention
 from engine.embedded.attention_f32 import NativeDecodeF32
-from engine.embedded.calibrate import decode_on_amx, gemv_wins, linear_costs, prefill_route
+from engine.embedded.calibrate import (
+    amx_step_wins,
+    decode_on_amx,
+    gemv_wins,
+    linear_costs,
+    prefill_route,
+)
 from engine.embedded.cbuild import cpu_flags
 from engine.embedded.draft_budget import DraftBudget
 from engine.embedded.draft_pool import DraftPool
@@ -181,6 +187,15 @@ class EmbeddedEngine:
                     freed = runner.drop_onednn_copies()
                     release_free_memory()
                     log.info("freed oneDNN's weight copies: %.0f MB", freed / 2**20)
+                elif (
+                    calibrate
+                    and isinstance(decoder, AmxDecode)
+                    and runner.amx_step_available()
+                    and amx_step_wins(runner.run_layer_linears, shapes)
+                ):
+                    assert runner.native_step is not None
+                    runner.native_step.amx = True  # decode-only steps: the tiles, in one call
+                    weights += " (decode steps in one native call on AMX tiles)"
                 if runner.gemv_switch.on:
                     self.linear_dtype = torch.bfloat16  # the GEMV's panels
                     one_call = ", decode steps in one native call" if runner.native_step else ""

@@ -215,17 +215,50 @@ class FusedLlama:
             layer.down(self._gate(layer.gate_up(x)))
         self.lm_head(x)
 
-    def _decodes_natively(self, plan: StepPlan, keep: list[int]) -> bool:
-        """A step of decode queries only, every row's logits kept, on the native kernels
-        (their AVX-512 decode attention: the one the native step calls)."""
+    @torch.inference_mode()
+    def run_layer_linears(self, rows: int, amx: bool) -> None:
+        """The layers' linears of a decode step of ``rows`` tokens (not the head's), on the
+        AMX tiles over the GEMV's panels (``amx``; the native step's) or on the linears as
+        they run: what ``calibrate.amx_step_wins`` times."""
+        x = torch.zeros(rows, self.hidden, dtype=self.embed.dtype)
+        for layer in self.layers:
+            if amx:
+                assert self.kernels is not None
+                run = self.kernels.amx_linear
+                qkv = run(x, layer.qkv.panels, layer.qkv.outputs)
+                a = qkv[:, : self.q_heads * self.head_dim].contiguous()
+                run(a, layer.o.panels, layer.o.outputs)
+                gate_up = run(x, layer.gate_up.panels, layer.gate_up.outputs)
+                run(self._gate(gate_up), layer.down.panels, layer.down.outputs)
+            else:
+                layer.o(layer.qkv(x)[:, : self.q_heads * self.head_dim].contiguous())
+                layer.down(self._gate(layer.gate_up(x)))
+
+    def amx_step_available(self) -> bool:
+        """Whether decode-only steps could run in one native call on the AMX tiles: the
+        native step exists (every linear has GEMV panels) and its shapes suit the tiles."""
         return (
             self.native_step is not None
-            and self.gemv_switch.on
-            and plan.kernel is not None
-            and plan.decoder is plan.kernel
-            and not plan.segments
-            and keep == list(range(plan.n_decode))
+            and self.kernels is not None
+            and self.kernels.amx_prefill_supports(self.head_dim)
+            and self.hidden % 32 == 0  # the tiles take k in steps of 32
+            and self.native_step.intermediate % 32 == 0
         )
+
+    def _decodes_natively(self, plan: StepPlan, keep: list[int]) -> bool:
+        """A step of decode queries only, every row's logits kept, on the native kernels:
+        the GEMV with the AVX-512 decode attention, or the AMX tiles for both (the native
+        step's ``amx``, set where decode attention runs on them too)."""
+        if (
+            self.native_step is None
+            or plan.kernel is None
+            or plan.segments
+            or keep != list(range(plan.n_decode))
+        ):
+            return False
+        if self.native_step.amx:
+            return plan.decoder is not plan.kernel  # ``AmxDecode``
+        return self.gemv_switch.on and plan.decoder is plan.kernel
 
     @torch.inference_mode()
     def step(self, tokens: list[int], plan: StepPlan, keep: list[int]) -> torch.Tensor:

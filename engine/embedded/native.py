@@ -43,9 +43,9 @@ log = logging.getLogger(__name__)
 KERNELS = Path(__file__).with_name("kernels")
 SOURCES = (KERNELS / "attention.c", KERNELS / "pointwise.c", KERNELS / "gemv.c")
 SOURCES += (KERNELS / "gemv_pack.c",)
-SOURCES += (KERNELS / "attention_amx.c", KERNELS / "decode_step.c")
+SOURCES += (KERNELS / "attention_amx.c", KERNELS / "decode_step.c", KERNELS / "gemv_amx.c")
 HEADERS = (KERNELS / "vec.h", KERNELS / "kv_pack.h", KERNELS / "kernels.h", KERNELS / "gemv_pack.h")
-HEADERS += (KERNELS / "decode_items.h",)
+HEADERS += (KERNELS / "decode_items.h", KERNELS / "amx_tiles.h")
 # -fopenmp: the library binds to the libgomp PyTorch has loaded (same soname): one thread team
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp")
 FLAGS += ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma")
@@ -116,6 +116,10 @@ class NativeKernels:
         decode_amx = lib.decode_attention_amx
         decode_amx.argtypes, decode_amx.restype = decode.argtypes, _INT
         self._decode_amx = decode_amx
+        amx_linear = lib.gemv_amx
+        amx_linear.argtypes = [_PTR, _I64, _INT, _PTR, _INT, _INT, _PTR, _I64, _INT]
+        amx_linear.restype = _INT
+        self._amx_linear = amx_linear
         # the AMX prefill runs where the CPU has the tiles, the compiler built it, and Linux
         # grants the tiles (checked per call)
         built = lib.amx_built
@@ -158,6 +162,24 @@ class NativeKernels:
             n, start, hq, hkv, dim, scale, torch.get_num_threads(),
         )  # fmt: skip
         _raise_for(rc)
+
+    def amx_linear(self, x: torch.Tensor, panels: torch.Tensor, n: int) -> torch.Tensor:
+        """``x`` ``[m, k]`` bfloat16 (contiguous rows, k a multiple of 32) times the weight
+        the native GEMV's ``panels`` pack (``n`` outputs), on the AMX tiles
+        (``amx_prefill_supports``): ``[m, n]``. Each row's products run in the same order
+        whatever ``m`` is; they round apart from the GEMV's and from oneDNN's."""
+        m, k = x.shape
+        if x.dtype != torch.bfloat16 or x.stride(1) != 1 or panels.numel() != n * k:
+            raise ValueError("amx linear: x must be [m, k] bfloat16 rows matching the weight")
+        y = torch.empty(m, n, dtype=torch.bfloat16)
+        rc = self._amx_linear(
+            x.data_ptr(), x.stride(0), m, panels.data_ptr(), n, k, y.data_ptr(), n,
+            torch.get_num_threads(),
+        )  # fmt: skip
+        if rc == -1:
+            raise ValueError("amx linear: the kernel refused the shapes (k % 32, n % 32)")
+        _raise_for(rc)
+        return y
 
     def decode(
         self,

@@ -10,7 +10,7 @@ from engine.embedded.attention import Segment, make_plan
 from engine.embedded.fused import FusedLlama
 from engine.embedded.kv_pool import KVPool
 from engine.embedded.linear import packing_available
-from engine.embedded.native import load_native_kernels, unsupported_reason
+from engine.embedded.native import AmxDecode, load_native_kernels, unsupported_reason
 
 REASON = unsupported_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"native kernels cannot run: {REASON}")
@@ -98,3 +98,55 @@ def test_native_step_refuses_a_length_past_the_pool(runner: FusedLlama) -> None:
     with pytest.raises(ValueError, match="out of range"):
         runner.native_step(h, cos, cos, plan)
     assert pool.lengths == [130, 115, 0]  # nothing advanced
+
+
+def _shared_pool(runner: FusedLlama) -> KVPool:
+    """Two rows holding prompts that share their first 100 tokens (past one key block of the
+    AMX decode attention's, so its shared-prefix pass runs)."""
+    pool = KVPool(len(runner.layers), 3, runner.kv_heads, runner.head_dim, torch.bfloat16)
+    a = list(range(1000, 1130))
+    b = a[:100] + list(range(3000, 3015))
+    for slot, ids in ((0, a), (1, b)):
+        plan = make_plan(pool, 0, [Segment(slot, 0, len(ids))], runner.kernels)
+        runner.step(ids, plan, [len(ids) - 1])
+    return pool
+
+
+def test_on_amx_tiles_a_row_decodes_alike_alone_and_batched(runner: FusedLlama) -> None:
+    """The native step on the AMX tiles (its linears on the GEMV's panels, attention on
+    ``decode_attention_amx``): a request and its drafts get the same logits bit for bit
+    whether another request decodes beside them or not, and about the Python loop's."""
+    if not runner.amx_step_available():
+        pytest.skip("no AMX tiles here (or shapes they do not take)")
+    amx = AmxDecode(runner.kernels)
+    assert runner.native_step is not None
+    runner.native_step.amx = True
+    try:
+        pools = [_shared_pool(runner), _shared_pool(runner)]
+        plan = make_plan(pools[0], 2, [], runner.kernels, shared=100, drafts=[(0, 2)], decoder=amx)
+        assert runner._decodes_natively(plan, [0, 1, 2, 3])
+        both = runner.step([11, 12, 13, 14], plan, [0, 1, 2, 3])
+        plan = make_plan(pools[1], 1, [], runner.kernels, drafts=[(0, 2)], decoder=amx)
+        alone = runner.step([11, 13, 14], plan, [0, 1, 2])
+        assert torch.equal(both[[0, 2, 3]], alone)
+        for layer in range(len(runner.layers)):  # row 0's new keys and values alike
+            assert torch.equal(pools[0].keys[layer][0], pools[1].keys[layer][0])
+        # the AVX-512 GEMV and attention in the Python loop: the same up to rounding
+        runner.native_step.amx = False
+        plan = make_plan(_shared_pool(runner), 2, [], runner.kernels, shared=100)
+        python = _decode_python(runner, plan)
+        pool = _shared_pool(runner)
+        runner.native_step.amx = True
+        plan = make_plan(pool, 2, [], runner.kernels, shared=100, decoder=amx)
+        tiles = runner.step([15, 16], plan, [0, 1])
+        assert (tiles.float() - python.float()).abs().max() < 0.1 * python.float().abs().max()
+    finally:
+        runner.native_step.amx = False
+
+
+def _decode_python(runner: FusedLlama, plan) -> torch.Tensor:  # noqa: ANN001
+    saved, runner.native_step = runner.native_step, None
+    try:
+        return runner.step([15, 16], plan, [0, 1])
+    finally:
+        runner.native_step = saved

@@ -21,9 +21,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
+#include "amx_tiles.h" /* (empty without AMX) */
 #include "decode_items.h"
 #include "kernels.h"
 #include "kv_pack.h"
@@ -31,40 +30,11 @@
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__)
 
-#define ARCH_REQ_XCOMP_PERM 0x1023
-#define XFEATURE_XTILEDATA 18
 #define D 64    /* head_dim: the only one this kernel takes */
 #define QB 16   /* query rows per item: one tile's rows */
 #define KB 64   /* keys per block: four 16-key tiles */
 _Static_assert(KB == D, "the accumulator tiles hold S and O alike");
 _Static_assert(KB == PACK_KEYS, "a block reads whole padded key blocks");
-
-typedef struct {
-    uint8_t palette;
-    uint8_t start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} __attribute__((packed, aligned(64))) tile_config;
-
-/* Linux hands out the AMX tile state per process on request (once; racing callers agree) */
-static int amx_permitted(void) {
-    static volatile int state = 0; /* 0 unknown, 1 yes, -1 no */
-    if (state == 0)
-        state = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0 ? 1 : -1;
-    return state == 1;
-}
-
-static void configure_tiles(void) {
-    tile_config cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        cfg.rows[t] = 16;
-        cfg.colsb[t] = 64;
-    }
-    _tile_loadconfig(&cfg);
-}
 
 /* tiles 0-3 hold 16 rows x 64 fp32 columns between them: S (16 queries x 64 keys) or O's
  * update (16 queries x 64 dims); KB == D, so one layout serves both */
@@ -227,10 +197,6 @@ static inline void transpose_block(const void *src, int stride, void *dst) {
     transpose16(r);
     for (int i = 0; i < 16; i++) _mm512_storeu_si512((char *)dst + 64 * i, r[i]);
 }
-
-/* key (or value) j of a row whose keys below `split` come from the shared row's copy */
-#define ROW_AT(shared_row, own_row, j) \
-    (((j) < split ? (shared_row) : (own_row)) + (int64_t)(j) * D)
 
 /* One query row's online-softmax state between passes over its keys: running max m (log2
  * units), running sum l, and the unnormalised weighted sum of values o. */

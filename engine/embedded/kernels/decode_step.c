@@ -9,7 +9,9 @@
  *   store k, v at each query's position in its pool row ; a = attention ;
  *   x = rmsnorm(h += a W_o) ; pending = silu_mul(x W_gate_up) W_down
  * (pending: the layer's MLP output, added to h by the next layer's norm; the caller adds the
- * last one before the final norm). Linears run on the native GEMV's panels (gemv.c).
+ * last one before the final norm). Linears run on the native GEMV's panels: on AVX-512
+ * (gemv.c) with decode_attention, or, with `amx`, on the tiles (gemv_amx.c) with
+ * decode_attention_amx, as the engine chose for every decode step (the two round apart).
  *
  * Returns 0, -1 for a shape a kernel refuses or a failed allocation, -2 for a pool row or
  * length out of range (decode_attention's check; nothing of that layer is attended then).
@@ -41,7 +43,15 @@ int decode_step(const decode_layer_t *layers, int n_layers, bf16 *h, bf16 *pendi
                 int hidden, int inter, int hq, int hkv, int D, const bf16 *cos, const bf16 *sin,
                 int64_t cs_row, const int32_t *rows, const int32_t *lengths,
                 const int32_t *slots, int shared, int pool_rows, int capacity, float eps,
-                float scale, int n_threads) {
+                float scale, int n_threads, int amx) {
+    /* the linears and the attention on the AMX tiles (gemv_amx.c, attention_amx.c: on the
+     * same panels, rounding apart from the AVX-512 kernels) or on AVX-512 */
+    int (*const linear)(const bf16 *, int64_t, int, const bf16 *, int, int, bf16 *, int64_t,
+                        int) = amx ? gemv_amx : gemv_bf16;
+    int (*const attention)(const bf16 *, int64_t, int64_t, const bf16 *, const bf16 *, int64_t,
+                           int64_t, int, int, const int32_t *, const int32_t *, int, bf16 *,
+                           int64_t, int64_t, int, int, int, int, float, int) =
+        amx ? decode_attention_amx : decode_attention;
     const int width = (hq + 2 * hkv) * D; /* the QKV product's row */
     if (n <= 0 || n_layers <= 0 || hidden % 32 || inter % 16 || width % 32) return -1;
     const int64_t kv_head = (int64_t)capacity * D, kv_slot = hkv * kv_head;
@@ -60,7 +70,7 @@ int decode_step(const decode_layer_t *layers, int n_layers, bf16 *h, bf16 *pendi
         const decode_layer_t *L = &layers[l];
         rc |= add_rms_norm(h, hidden, l ? pending : NULL, hidden, L->norm_in, x, hidden, n,
                            hidden, eps, n_threads);
-        rc |= gemv_bf16(x, hidden, n, L->qkv, width, hidden, qkv, width, n_threads);
+        rc |= linear(x, hidden, n, L->qkv, width, hidden, qkv, width, n_threads);
         if (L->qkv_bias) add_bias(qkv, L->qkv_bias, n, width);
         rc |= rope_inplace(qkv, width, cos, sin, cs_row, n, hq + hkv, D, n_threads);
         if (rc) break;
@@ -72,18 +82,18 @@ int decode_step(const decode_layer_t *layers, int n_layers, bf16 *h, bf16 *pendi
                 memcpy(L->values + at + g * kv_head, src + (int64_t)hkv * D, D * sizeof(bf16));
             }
         }
-        rc = decode_attention(qkv, width, D, L->keys, L->values, kv_slot, kv_head, pool_rows,
+        rc = attention(qkv, width, D, L->keys, L->values, kv_slot, kv_head, pool_rows,
                               capacity, lengths, slots, shared, attn, (int64_t)hq * D, D, n, hq,
                               hkv, D, scale, n_threads);
         if (rc) break;
-        rc |= gemv_bf16(attn, (int64_t)hq * D, n, L->o, hidden, hq * D, pending, hidden,
+        rc |= linear(attn, (int64_t)hq * D, n, L->o, hidden, hq * D, pending, hidden,
                         n_threads);
         rc |= add_rms_norm(h, hidden, pending, hidden, L->norm_post, x, hidden, n, hidden, eps,
                            n_threads);
-        rc |= gemv_bf16(x, hidden, n, L->gate_up, 2 * inter, hidden, gate_up, 2 * inter,
+        rc |= linear(x, hidden, n, L->gate_up, 2 * inter, hidden, gate_up, 2 * inter,
                         n_threads);
         rc |= silu_mul(gate_up, 2 * inter, act, inter, n, inter, n_threads);
-        rc |= gemv_bf16(act, inter, n, L->down, hidden, inter, pending, hidden, n_threads);
+        rc |= linear(act, inter, n, L->down, hidden, inter, pending, hidden, n_threads);
     }
     free(scratch);
     return rc < 0 ? rc : (rc ? -1 : 0);

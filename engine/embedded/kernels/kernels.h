@@ -26,5 +26,7 @@ int rope_inplace(bf16 *x, int64_t x_row, const bf16 *cos, const bf16 *sin, int64
                  int n, int heads, int dim, int n_threads);
 int gemv_bf16(const bf16 *x, int64_t x_row, int rows, const bf16 *wp, int n, int k, bf16 *y,
               int64_t y_row, int n_threads);
+int gemv_amx(const bf16 *x, int64_t x_row, int rows, const bf16 *wp, int n, int k, bf16 *y,
+             int64_t y_row, int n_threads);
 
 #endif
