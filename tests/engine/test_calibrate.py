@@ -139,6 +139,34 @@ def test_decode_on_amx_times_both_kernels_over_the_mix_once_per_process(
     assert not calibrate.decode_on_amx(kernels, 4, 1, 128)  # the tiles take head_dim 64 only
 
 
+def test_amx_step_wins_unless_onednn_is_clearly_faster() -> None:
+    """The decode-only native step on the tiles is timed against oneDNN's layer loop over
+    ``AMX_STEP_ROWS`` (every size on each side in turn) and kept unless oneDNN is clearly
+    faster; a refusal (no tiles) counts as a loss, and each answer is kept per process."""
+    seen: list[tuple[int, bool]] = []
+
+    def run(tiles_per_row: float, onednn: float):  # noqa: ANN202
+        def linears(rows: int, amx: bool) -> None:
+            seen.append((rows, amx))
+            time.sleep(rows * tiles_per_row if amx else onednn)
+
+        return linears
+
+    # the tiles a little slower (6.1 ms against 5 x 1.1): kept, the one call saves more
+    key = ("test", uuid.uuid4().hex)
+    assert calibrate.amx_step_wins(run(0.0000875, 0.0011), key)
+    assert {rows for rows, _ in seen} == set(calibrate.AMX_STEP_ROWS)
+    assert calibrate.amx_step_wins(run(1.0, 0.0), key)  # memoised: not timed again
+    # oneDNN well ahead (5 ms against 14): the layer loop stays
+    assert not calibrate.amx_step_wins(run(0.0002, 0.001), ("test", uuid.uuid4().hex))
+
+    def refused(rows: int, amx: bool) -> None:
+        if amx:
+            raise RuntimeError("attention kernel: Linux did not grant this process AMX tiles")
+
+    assert not calibrate.amx_step_wins(refused, ("test", uuid.uuid4().hex))
+
+
 def test_prefill_route_paths_and_summary() -> None:
     assert NATIVE_PREFILL.summary() == "prefill attention on native"
     assert PrefillRoute("amx", "amx").summary() == "prefill attention on amx"

@@ -228,8 +228,8 @@ def test_a_compiler_without_amx_builds_the_rest_and_the_amx_kernels_refuse(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An older compiler (no ``-mamx-tile``) still builds every other kernel; the AMX prefill
-    and decode attention are stubs that say why they refuse, and the engine's timing leaves
-    them out."""
+    and decode attention and the AMX linear are stubs that say why they refuse, and the
+    engine's timing leaves them out."""
     from engine.embedded import native
 
     assert native.compiler_accepts("cc", ("-O2",))
@@ -250,6 +250,8 @@ def test_a_compiler_without_amx_builds_the_rest_and_the_amx_kernels_refuse(
         stubbed.decode(torch.zeros(1, 2, 64).bfloat16(), pool, pool, one, 0, dec, 0.125, amx=True)
     assert (dec == 7).all()
     assert not decode_on_amx(stubbed, 2, 1, 64)
+    with pytest.raises(RuntimeError, match="without AMX"):
+        stubbed.amx_linear(torch.zeros(1, 32).bfloat16(), torch.zeros(32 * 32).bfloat16(), 32)
 
 
 @pytest.mark.parametrize("path", ["native", "amx", "sdpa", "matmul", "none"])
