@@ -59,14 +59,15 @@ static void attend_block(const bf16 *q, int64_t q_row, int rows, int first_pos, 
     bf16 pbuf[QB * KB] __attribute__((aligned(64)));
     float sbuf[QB * KB] __attribute__((aligned(64)));
     float obuf[QB * D] __attribute__((aligned(64)));
-    float m[QB], l[QB];
+    float m[QB];
+    __m512 l[QB]; /* each row's running sum, 16 partial sums (added up once, at the end) */
     for (int i = 0; i < QB; i++) {
         if (i < rows)
             memcpy(qbuf + i * D, q + (int64_t)i * q_row, D * sizeof(bf16));
         else
             memset(qbuf + i * D, 0, D * sizeof(bf16));
         m[i] = -INFINITY;
-        l[i] = 0.0f;
+        l[i] = _mm512_setzero_ps();
     }
     memset(obuf, 0, sizeof(obuf));
     const int visible = first_pos + rows; /* keys the last real row sees */
@@ -113,7 +114,7 @@ static void attend_block(const bf16 *q, int64_t q_row, int rows, int first_pos, 
             const float m_new = m[i] > bmax ? m[i] : bmax;
             if (m_new > m[i]) {
                 const float alpha = exp2f(m[i] - m_new); /* 0 for the first block */
-                l[i] *= alpha;
+                l[i] = _mm512_mul_ps(l[i], _mm512_set1_ps(alpha));
                 const __m512 a = _mm512_set1_ps(alpha);
                 for (int c = 0; c < D / 16; c++)
                     _mm512_store_ps(obuf + i * D + c * 16,
@@ -127,7 +128,7 @@ static void attend_block(const bf16 *q, int64_t q_row, int rows, int first_pos, 
                 if (!full) p[c] = _mm512_maskz_mov_ps(mask[c], p[c]);
                 sum = _mm512_add_ps(sum, p[c]);
             }
-            l[i] += _mm512_reduce_add_ps(sum);
+            l[i] = _mm512_add_ps(l[i], sum);
             _mm512_store_si512(prow, (__m512i)_mm512_cvtne2ps_pbh(p[1], p[0]));
             _mm512_store_si512(prow + 16, (__m512i)_mm512_cvtne2ps_pbh(p[3], p[2]));
         }
@@ -154,7 +155,7 @@ static void attend_block(const bf16 *q, int64_t q_row, int rows, int first_pos, 
                                               _mm512_load_ps(sbuf + i * D + c * 16)));
     }
     for (int i = 0; i < rows; i++) {
-        const __m512 inv = _mm512_set1_ps(1.0f / l[i]);
+        const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(l[i]));
         for (int c = 0; c < D / 16; c++)
             _mm256_storeu_si256((__m256i *)(out + (int64_t)i * o_row + c * 16),
                                 (__m256i)_mm512_cvtneps_pbh(
