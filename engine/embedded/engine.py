@@ -193,9 +193,8 @@ class EmbeddedEngine:
                     and runner.amx_step_available()
                     and amx_step_wins(runner.run_layer_linears, shapes)
                 ):
-                    assert runner.native_step is not None
-                    runner.native_step.amx = True  # decode-only steps: the tiles, in one call
-                    weights += " (decode steps in one native call on AMX tiles)"
+                    runner.decode_on_tiles()
+                    weights += " (decode rows on AMX tiles, decode-only steps in one native call)"
                 if runner.gemv_switch.on:
                     self.linear_dtype = torch.bfloat16  # the GEMV's panels
                     one_call = ", decode steps in one native call" if runner.native_step else ""

@@ -24,7 +24,7 @@ from engine.embedded.attention import StepPlan, advance, attend, positions
 from engine.embedded.decode_step import NativeDecodeStep, runs_natively
 from engine.embedded.gemv import GemvSwitch, NativeGemv
 from engine.embedded.gemv_f32 import NativeGemvF32
-from engine.embedded.linear import GemvLinear, make_linear
+from engine.embedded.linear import GemvLinear, Linear, make_linear
 from engine.embedded.native import NativeKernels
 from engine.embedded.pointwise_f32 import NativeNormF32
 
@@ -158,6 +158,7 @@ class FusedLlama:
         self.layers = [_Layer(layer, pack, self.gemv, self.gemv_switch) for layer in inner.layers]
         # decode-only steps in one native call where every linear has GEMV panels
         self.native_step: NativeDecodeStep | None = None
+        self.decode_rows_on_tiles = False  # ``decode_on_tiles``
         scales = {layer.scale for layer in self.layers}
         if (
             self.gemv is not None
@@ -234,6 +235,31 @@ class FusedLlama:
                 layer.o(layer.qkv(x)[:, : self.q_heads * self.head_dim].contiguous())
                 layer.down(self._gate(layer.gate_up(x)))
 
+    def decode_on_tiles(self) -> None:
+        """Decode rows on the AMX tiles from now on, in every step: decode-only steps in one
+        native call there, and in steps that carry prompt rows too, the decode rows' linears
+        (the prompt rows' stay on oneDNN), so a decode row is computed alike whatever its
+        step holds (its greedy text then does not depend on the requests beside it)."""
+        assert self.native_step is not None
+        self.native_step.amx = True
+        self.decode_rows_on_tiles = True
+
+    def _linear(self, linear: Linear, x: torch.Tensor, n_decode: int) -> torch.Tensor:
+        """``linear(x)``; with ``decode_rows_on_tiles``, the first ``n_decode`` rows (the
+        step's decode queries) on the AMX tiles over the GEMV's panels, as the native step
+        computes them (bias added after rounding, as there)."""
+        if not self.decode_rows_on_tiles or n_decode == 0:
+            return linear(x)
+        assert self.kernels is not None and isinstance(linear, GemvLinear)
+        head = self.kernels.amx_linear(x[:n_decode], linear.panels, linear.outputs)
+        if linear.bias is not None:
+            head.add_(linear.bias)
+        if n_decode >= len(x):
+            return head
+        y = linear(x)  # oneDNN: the weights are read once for the step anyway
+        y[:n_decode] = head
+        return y
+
     def amx_step_available(self) -> bool:
         """Whether decode-only steps could run in one native call on the AMX tiles: the
         native step exists (every linear has GEMV panels) and its shapes suit the tiles."""
@@ -271,8 +297,9 @@ class FusedLlama:
             assert self.native_step is not None
             h = self._add_norm(h, self.native_step(h, cos[0], sin[0], plan), self.norm)
             advance(plan)
-            return self.lm_head(h)
+            return self._linear(self.lm_head, h, len(h))
         cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)
+        n_decode = plan.n_decode  # the step's first rows: decode queries (kept in every layer)
         pending = None  # the last MLP's output, added to h by the next norm
         last = len(self.layers) - 1
         # the last layer's rows feed nothing but logits: past its KV, only kept rows are
@@ -280,7 +307,7 @@ class FusedLlama:
         prune = len(keep) < n
         for index, layer in enumerate(self.layers):
             x = self._add_norm(h, pending, layer.norm_in)
-            qkv = layer.qkv(x)
+            qkv = self._linear(layer.qkv, x, n_decode)
             # q and k heads are adjacent in each row: one rotary pass over both
             qk = self._rope(qkv[:, : layer.qk_width].view(n, -1, d), cos, sin)
             q, k = qk[:, : self.q_heads], qk[:, self.q_heads :]
@@ -298,10 +325,12 @@ class FusedLlama:
             if need is not None:  # (the previous MLP's output is in h already)
                 h = h[keep]
             rows = len(h)
-            x = self._add_norm(h, layer.o(out.view(rows, self.q_heads * d)), layer.norm_post)
-            pending = layer.down(self._gate(layer.gate_up(x)))
+            attended = self._linear(layer.o, out.view(rows, self.q_heads * d), n_decode)
+            x = self._add_norm(h, attended, layer.norm_post)
+            gated = self._gate(self._linear(layer.gate_up, x, n_decode))
+            pending = self._linear(layer.down, gated, n_decode)
         if not prune:
             h, pending = h[keep], pending[keep]
         h = self._add_norm(h, pending, self.norm)
         advance(plan)
-        return self.lm_head(h)
+        return self._linear(self.lm_head, h, n_decode)

@@ -150,3 +150,26 @@ def _decode_python(runner: FusedLlama, plan) -> torch.Tensor:  # noqa: ANN001
         return runner.step([15, 16], plan, [0, 1])
     finally:
         runner.native_step = saved
+
+
+def test_on_amx_tiles_a_decode_row_beside_a_prompt_chunk_decodes_alike(runner: FusedLlama) -> None:
+    """With decode rows on the tiles, a decode row that rides in a step carrying a prompt
+    chunk (the Python loop, the chunk's linears on oneDNN) gets the logits it gets in a
+    decode-only step (the native step), bit for bit."""
+    if not runner.amx_step_available():
+        pytest.skip("no AMX tiles here (or shapes they do not take)")
+    amx = AmxDecode(runner.kernels)
+    assert runner.native_step is not None
+    runner.decode_on_tiles()
+    try:
+        pools = [_shared_pool(runner), _shared_pool(runner)]
+        plan = make_plan(pools[0], 1, [], runner.kernels, decoder=amx)
+        assert runner._decodes_natively(plan, [0])
+        alone = runner.step([11], plan, [0])
+        plan = make_plan(pools[1], 1, [Segment(2, 0, 40)], runner.kernels, decoder=amx)
+        assert not runner._decodes_natively(plan, [0, 40])
+        mixed = runner.step([11, *range(500, 540)], plan, [0, 40])
+        assert torch.equal(mixed[0], alone[0])
+    finally:
+        runner.native_step.amx = False
+        runner.decode_rows_on_tiles = False
