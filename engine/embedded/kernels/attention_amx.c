@@ -6,7 +6,8 @@
  *   S[16 x 64]  = Q[16 x 64] K^T        8 TDPBF16PS into tiles 0-3 (16 keys each), fp32
  *   online softmax of S, row by row     AVX-512 in fp32: running max m (log2 units), sum l;
  *                                       O is rescaled when m grows; P rounded to bfloat16
- *   O[16 x 64] += P[16 x 64] V          8 TDPBF16PS into tiles 0-3 (16 dims each), added to O
+ *   O[16 x 64] += P[16 x 64] V          8 TDPBF16PS into tiles 0-3 (16 dims each), loaded
+ *                                       with O and stored back
  * K is packed so that a 16-key block over 32 dims is one B tile (pack_k's layout), V so that
  * 32 keys over 16 dims is one (pack_v's, rows of key pairs). Tile registers: 0-3 accumulators,
  * 4-5 A operands (Q halves, then P halves), 6-7 B operands; all 16 rows of 64 bytes.
@@ -43,6 +44,13 @@ static inline void zero_accumulators(void) {
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
+}
+
+static inline void load_accumulators(const float *src) {
+    _tile_loadd(0, src + 0, KB * sizeof(float));
+    _tile_loadd(1, src + 16, KB * sizeof(float));
+    _tile_loadd(2, src + 32, KB * sizeof(float));
+    _tile_loadd(3, src + 48, KB * sizeof(float));
 }
 
 static inline void store_accumulators(float *dst) {
@@ -136,7 +144,8 @@ static void attend_block(const bf16 *q, int64_t q_row, int rows, int first_pos, 
         const bf16 *vb = vp + (int64_t)(k0 / 2) * D * 2;
         _tile_loadd(4, pbuf, KB * sizeof(bf16));
         _tile_loadd(5, pbuf + 32, KB * sizeof(bf16));
-        zero_accumulators();
+        /* the tiles accumulate onto O itself (rescaled above where the max grew) */
+        load_accumulators(obuf);
 #define PV(T)                                                                   \
     _tile_loadd(6, vb + (T) * 16 * 2, D * 2 * sizeof(bf16));                    \
     _tile_dpbf16ps(T, 4, 6);                                                    \
@@ -147,12 +156,7 @@ static void attend_block(const bf16 *q, int64_t q_row, int rows, int first_pos, 
         PV(2)
         PV(3)
 #undef PV
-        store_accumulators(sbuf);
-        for (int i = 0; i < rows; i++)
-            for (int c = 0; c < D / 16; c++)
-                _mm512_store_ps(obuf + i * D + c * 16,
-                                _mm512_add_ps(_mm512_load_ps(obuf + i * D + c * 16),
-                                              _mm512_load_ps(sbuf + i * D + c * 16)));
+        store_accumulators(obuf);
     }
     for (int i = 0; i < rows; i++) {
         const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(l[i]));
@@ -166,30 +170,6 @@ static void attend_block(const bf16 *q, int64_t q_row, int rows, int first_pos, 
 /* ---- decode: a request's queries over its pool row ------------------------------------ */
 
 #define DQ 16 /* query rows of a decode item: one tile's columns */
-
-/* a 16 x 16 matrix of 32-bit elements, transposed in registers (row i becomes column i) */
-static inline void transpose16(__m512i r[16]) {
-    __m512i t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 4; j++) {
-            t[8 * i + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
-            t[8 * i + 4 + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + 4 + j], 0xDD);
-        }
-    for (int j = 0; j < 8; j++) {
-        r[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);
-        r[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xDD);
-    }
-}
 
 /* 16 x 16 dwords at src (rows `stride` bytes apart) transposed into dst (rows of 64 bytes) */
 static inline void transpose_block(const void *src, int stride, void *dst) {

@@ -30,14 +30,20 @@ static inline int clamp_threads(int n_threads, int items) {
     return n_threads < 1 ? 1 : n_threads;
 }
 
-/* K[j, d] -> kp[(block16(j) * (D/2) + d/2) * 32 + (j % 16) * 2 + d % 2] */
+/* K[j, d] -> kp[(block16(j) * (D/2) + d/2) * 32 + (j % 16) * 2 + d % 2]: per 16 keys and 16
+ * dim pairs, a 16 x 16 transpose of 32-bit pairs (D a multiple of 32); keys past n_keys 0 */
 static inline void pack_k(const bf16 *k, int n_keys, int n_pad, int D, bf16 *kp) {
-    int pairs = D / 2;
-    memset(kp, 0, (size_t)n_pad * D * sizeof(bf16));
-    for (int j = 0; j < n_keys; j++) {
-        const uint32_t *src = (const uint32_t *)(k + (int64_t)j * D);
-        uint32_t *dst = (uint32_t *)kp + (int64_t)(j / 16) * pairs * 16 + (j % 16);
-        for (int p = 0; p < pairs; p++) dst[p * 16] = src[p];
+    const int pairs = D / 2;
+    for (int j0 = 0; j0 < n_pad; j0 += 16) {
+        uint32_t *dst = (uint32_t *)kp + (int64_t)(j0 / 16) * pairs * 16;
+        for (int p0 = 0; p0 < pairs; p0 += 16) {
+            __m512i r[16];
+            for (int t = 0; t < 16; t++)
+                r[t] = j0 + t < n_keys ? _mm512_loadu_si512(k + (int64_t)(j0 + t) * D + 2 * p0)
+                                       : _mm512_setzero_si512();
+            transpose16(r);
+            for (int t = 0; t < 16; t++) _mm512_storeu_si512(dst + (p0 + t) * 16, r[t]);
+        }
     }
 }
 
