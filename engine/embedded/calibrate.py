@@ -91,6 +91,19 @@ def logged_medians(
     return medians
 
 
+def _medians_where_it_runs(
+    what: str, options: dict[str, Callable[[], object]], probe: str, reps: int = REPS
+) -> dict[str, float] | None:
+    """``logged_medians`` of ``options`` once ``options[probe]`` has run; None (logged)
+    where it raises ``RuntimeError`` (e.g. Linux refused this process the AMX tile state)."""
+    try:
+        options[probe]()
+    except RuntimeError as exc:
+        log.info("%s: %s unavailable: %s", what, probe, exc)
+        return None
+    return logged_medians(what, options, reps)
+
+
 def fastest(what: str, options: dict[str, Callable[[], object]]) -> str:
     """The name of the fastest option (``time_each``); logs every median."""
     medians = logged_medians(what, options)
@@ -151,22 +164,16 @@ def decode_on_amx(kernels: NativeKernels, q_heads: int, kv_heads: int, head_dim:
     key = ("decode", q_heads, kv_heads, head_dim, torch.get_num_threads())
     if key not in _memo:
         steps = [_decode_step(kernels, q_heads, kv_heads, head_dim, *s) for s in DECODE_MIX]
-        try:
-            for run in steps:
-                run(True)
-        except RuntimeError as exc:  # e.g. Linux refused the tile state
-            log.info("AMX decode attention unavailable: %s", exc)
-            _memo[key] = False
-        else:
-            medians = logged_medians(
-                "decode attention, steps of (streams, keys, drafts, shared) "
-                + ", ".join(f"{s}" for s in DECODE_MIX),
-                {
-                    "avx512": lambda: [run(False) for run in steps],
-                    "amx": lambda: [run(True) for run in steps],
-                },
-            )
-            _memo[key] = medians["amx"] < medians["avx512"]
+        medians = _medians_where_it_runs(
+            "decode attention, steps of (streams, keys, drafts, shared) "
+            + ", ".join(f"{s}" for s in DECODE_MIX),
+            {
+                "avx512": lambda: [run(False) for run in steps],
+                "amx": lambda: [run(True) for run in steps],
+            },
+            "amx",
+        )
+        _memo[key] = medians is not None and medians["amx"] < medians["avx512"]
     wins = _memo[key]
     assert isinstance(wins, bool)
     return wins
@@ -246,18 +253,13 @@ def amx_step_wins(run_layer_linears: Callable[[int, bool], None], key: tuple) ->
             for rows in AMX_STEP_ROWS:
                 run_layer_linears(rows, amx)
 
-        try:
-            mix(True)
-        except RuntimeError as exc:  # e.g. Linux refused the tile state
-            log.info("AMX linears unavailable: %s", exc)
-            _memo[memo_key] = False
-        else:
-            medians = logged_medians(
-                f"decode steps' linears of {AMX_STEP_ROWS} rows",
-                {"amx": lambda: mix(True), "onednn": lambda: mix(False)},
-                reps=3,
-            )
-            _memo[memo_key] = medians["onednn"] >= ONEDNN_EDGE * medians["amx"]
+        medians = _medians_where_it_runs(
+            f"decode steps' linears of {AMX_STEP_ROWS} rows",
+            {"amx": lambda: mix(True), "onednn": lambda: mix(False)},
+            "amx",
+            reps=3,
+        )
+        _memo[memo_key] = medians is not None and medians["onednn"] >= ONEDNN_EDGE * medians["amx"]
     wins = _memo[memo_key]
     assert isinstance(wins, bool)
     return wins

@@ -46,6 +46,21 @@ static inline void zero_accumulators(void) {
     _tile_zero(3);
 }
 
+/* tiles 0-3 += P V: A tiles 4 and 5 hold 16 rows x 32 keys of P each (keys 0-31, 32-63);
+ * vp holds the block's 64 keys of V in pairs (pack_v's layout), 16 dims a B tile */
+static inline void pv_products(const bf16 *vp) {
+#define PV(T)                                                                   \
+    _tile_loadd(6, vp + (T) * 16 * 2, D * 2 * sizeof(bf16));                    \
+    _tile_dpbf16ps(T, 4, 6);                                                    \
+    _tile_loadd(7, vp + (int64_t)16 * D * 2 + (T) * 16 * 2, D * 2 * sizeof(bf16)); \
+    _tile_dpbf16ps(T, 5, 7);
+    PV(0)
+    PV(1)
+    PV(2)
+    PV(3)
+#undef PV
+}
+
 static inline void load_accumulators(const float *src) {
     _tile_loadd(0, src + 0, KB * sizeof(float));
     _tile_loadd(1, src + 16, KB * sizeof(float));
@@ -146,16 +161,7 @@ static void attend_block(const bf16 *q, int64_t q_row, int rows, int first_pos, 
         _tile_loadd(5, pbuf + 32, KB * sizeof(bf16));
         /* the tiles accumulate onto O itself (rescaled above where the max grew) */
         load_accumulators(obuf);
-#define PV(T)                                                                   \
-    _tile_loadd(6, vb + (T) * 16 * 2, D * 2 * sizeof(bf16));                    \
-    _tile_dpbf16ps(T, 4, 6);                                                    \
-    _tile_loadd(7, vb + (int64_t)16 * D * 2 + (T) * 16 * 2, D * 2 * sizeof(bf16)); \
-    _tile_dpbf16ps(T, 5, 7);
-        PV(0)
-        PV(1)
-        PV(2)
-        PV(3)
-#undef PV
+        pv_products(vb);
         store_accumulators(obuf);
     }
     for (int i = 0; i < rows; i++) {
@@ -360,16 +366,7 @@ static void attend_decode_rows(const bf16 *const *qrow, const int *lim, int rows
         _tile_loadd(4, pa, 64);
         _tile_loadd(5, pa + DQ * 16, 64);
         zero_accumulators();
-#define PV(T)                                                                   \
-    _tile_loadd(6, vp + (T) * 16 * 2, D * 2 * sizeof(bf16));                    \
-    _tile_dpbf16ps(T, 4, 6);                                                    \
-    _tile_loadd(7, vp + (int64_t)16 * D * 2 + (T) * 16 * 2, D * 2 * sizeof(bf16)); \
-    _tile_dpbf16ps(T, 5, 7);
-        PV(0)
-        PV(1)
-        PV(2)
-        PV(3)
-#undef PV
+        pv_products(vp);
         store_accumulators(sbuf); /* [16 queries][D] */
         float a[DQ] __attribute__((aligned(64)));
         _mm512_store_ps(a, alpha);
