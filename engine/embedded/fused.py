@@ -25,7 +25,7 @@ from engine.embedded.decode_step import NativeDecodeStep, runs_natively
 from engine.embedded.gemv import GemvSwitch, NativeGemv
 from engine.embedded.gemv_f32 import NativeGemvF32
 from engine.embedded.linear import GemvLinear, Linear, make_linear
-from engine.embedded.native import NativeKernels
+from engine.embedded.native import AmxDecode, NativeKernels
 from engine.embedded.pointwise_f32 import NativeNormF32
 
 FUSABLE_TYPES = frozenset({"llama", "mistral", "qwen2"})
@@ -261,10 +261,12 @@ class FusedLlama:
         return y
 
     def amx_step_available(self) -> bool:
-        """Whether decode-only steps could run in one native call on the AMX tiles: the
-        native step exists (every linear has GEMV panels) and its shapes suit the tiles."""
+        """Whether decode rows could run on the AMX tiles: the native step exists (every
+        layer's linear has GEMV panels), the head has them too, and the shapes suit the
+        tiles."""
         return (
             self.native_step is not None
+            and isinstance(self.lm_head, GemvLinear)
             and self.kernels is not None
             and self.kernels.amx_prefill_supports(self.head_dim)
             and self.hidden % 32 == 0  # the tiles take k in steps of 32
@@ -283,7 +285,7 @@ class FusedLlama:
         ):
             return False
         if self.native_step.amx:
-            return plan.decoder is not plan.kernel  # ``AmxDecode``
+            return isinstance(plan.decoder, AmxDecode)
         return self.gemv_switch.on and plan.decoder is plan.kernel
 
     @torch.inference_mode()
