@@ -10,8 +10,8 @@
  *   C[32 x 32] = x[32 x k] W^T    k/32 steps of: 2 A tiles (16 rows x 32 of k of x, read in
  *                                 place; the last partial tile from a zero-padded copy),
  *                                 2 B tiles, 4 TDPBF16PS
- * A thread takes about A_BYTES of rows through all its blocks before the next rows, so those
- * rows stay in its cache while the weights stream by.
+ * A thread takes about A_BYTES of rows through all its blocks before the next rows, a group
+ * of blocks (about B_BYTES) at a time, so both stay in its cache while they meet.
  * Each output's sum runs over k in the same order whatever the rows: a row's result does not
  * depend on how many rows share its step.
  *
@@ -37,6 +37,8 @@
 /* rows of x a thread takes through every block it owns while they stay in its cache: about
  * A_BYTES of them (the weights stream by once per such block of rows) */
 #define A_BYTES (1 << 20)
+/* blocks a thread takes through those rows together: about B_BYTES of weights, in cache while
+ * the rows' tiles pass over them */
 #define B_BYTES (512 << 10)
 
 /* Rows of x for tiles at rows m0 ..: in place where 16 rows are there, else the zero-padded
