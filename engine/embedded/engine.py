@@ -25,25 +25,20 @@ from engine.base import (
 from engine.embedded.attention import NATIVE_PREFILL, run_step
 from engine.embedded.attention import install as install_pool_attention
 from engine.embedded.attention_f32 import NativeDecodeF32
-from engine.embedded.calibrate import (
-    amx_step_wins,
-    decode_on_amx,
-    gemv_wins,
-    linear_costs,
-    prefill_route,
-)
+from engine.embedded.calibrate import decode_on_amx, prefill_route
 from engine.embedded.cbuild import cpu_flags
 from engine.embedded.draft_budget import DraftBudget
 from engine.embedded.draft_pool import DraftPool
 from engine.embedded.fused import FusedLlama, fusable
 from engine.embedded.gemv_f32 import load_gemv_f32
-from engine.embedded.heap import keep_freed_memory, release_free_memory
+from engine.embedded.heap import keep_freed_memory
 from engine.embedded.kv_pool import KVPool, reserved_positions
 from engine.embedded.linear import packing_available, packing_helps_drafts
 from engine.embedded.native import AmxDecode, load_native_kernels
 from engine.embedded.omp import run_in_own_thread
 from engine.embedded.pointwise_f32 import NativeNormF32
 from engine.embedded.prefill_chunk import prefill_chunk
+from engine.embedded.routing import attention_words, settle_linears
 from engine.embedded.scheduler import PREFILL_CHUNK, Scheduler
 from engine.embedded.sequence import Job
 from engine.embedded.speculative import DEFAULT as DEFAULT_SPECULATIVE
@@ -182,38 +177,15 @@ class EmbeddedEngine:
                 shapes = (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers)
                 shapes += (cfg.vocab_size, cfg.num_attention_heads, cfg.num_key_value_heads)
                 shapes += (str(self._dtype), packed)
-                if calibrate and gemv_wins(runner.run_linears, runner.gemv_switch, shapes):
-                    # settled for this process: oneDNN's copies of those weights are idle
-                    freed = runner.drop_onednn_copies()
-                    release_free_memory()
-                    log.info("freed oneDNN's weight copies: %.0f MB", freed / 2**20)
-                elif (
-                    calibrate
-                    and isinstance(decoder, AmxDecode)
-                    and runner.amx_step_available()
-                    and amx_step_wins(runner.run_layer_linears, shapes)
-                ):
-                    runner.decode_on_tiles()
-                    weights += " (decode rows on AMX tiles, decode-only steps in one native call)"
+                words, costs = settle_linears(runner, shapes, decoder, calibrate)
+                weights += words
                 if runner.gemv_switch.on:
                     self.linear_dtype = torch.bfloat16  # the GEMV's panels
-                    one_call = ", decode steps in one native call" if runner.native_step else ""
-                    kind = " (AVX2, bfloat16 weights)" if runner.gemv is gemv_f32 else ""
-                    weights += f" (native GEMV{kind} for every step{one_call})"
-                # what a step of each size costs on the linears that run, as timed for that
-                # choice: the drafts a step is worth (None without calibration)
-                costs = linear_costs(shapes) if calibrate else None
+                # the drafts a step is worth, from those costs
                 budget = DraftBudget(costs) if costs is not None else None
         else:
             forward = functools.partial(run_step, self.model)
-        native = f"{kernel.name} kernels" if kernel is not None else "PyTorch attention"
-        if decoder is not None and kernel is None:
-            native = f"PyTorch prefill attention, {decoder.name} decode attention"
-        notes = [route.summary()] if kernel is not None and route != NATIVE_PREFILL else []
-        if decoder is not None and kernel is not None:
-            notes.append(f"decode attention on {decoder.name}")
-        if notes:
-            native += f" ({', '.join(notes)})"
+        native = attention_words(kernel, decoder, route)
         spec = ", n-gram speculation" if self.speculative.enabled else ""
         spec += " (drafts as a step's cost allows)" if spec and budget is not None else ""
         # the prompt tokens a step carries while others decode, from the linears' timings

@@ -210,11 +210,8 @@ class FusedLlama:
     def run_linears(self, rows: int) -> None:
         """Every linear of one step of ``rows`` tokens, on zeros, results dropped: the
         workload ``calibrate.gemv_wins`` times to set ``gemv_switch``."""
-        x = torch.zeros(rows, self.hidden, dtype=self.embed.dtype)
-        for layer in self.layers:
-            layer.o(layer.qkv(x)[:, : self.q_heads * self.head_dim].contiguous())
-            layer.down(self._gate(layer.gate_up(x)))
-        self.lm_head(x)
+        self.run_layer_linears(rows, amx=False)
+        self.lm_head(torch.zeros(rows, self.hidden, dtype=self.embed.dtype))
 
     @torch.inference_mode()
     def run_layer_linears(self, rows: int, amx: bool) -> None:

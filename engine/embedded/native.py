@@ -23,6 +23,7 @@ per machine and cached (``cbuild.py``).
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import subprocess
@@ -290,20 +291,8 @@ class AmxDecode:
 
     def __init__(self, kernels: NativeKernels) -> None:
         self.kernels = kernels
-
-    def decode(
-        self,
-        query: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        lengths: torch.Tensor,
-        shared: int,
-        out: torch.Tensor,
-        scale: float,
-        slots: torch.Tensor | None = None,
-    ) -> None:
-        """``NativeKernels.decode`` on the tiles."""
-        self.kernels.decode(query, keys, values, lengths, shared, out, scale, slots, amx=True)
+        # the ``DecodeKernel`` call: ``NativeKernels.decode`` with ``amx`` set
+        self.decode = functools.partial(kernels.decode, amx=True)
 
 
 def _raise_for(rc: int) -> None:
