@@ -191,6 +191,13 @@ def main(argv: list[str], config: AppConfig) -> int:
     )
     parser.add_argument("--peer-cpus", help="VLLM_CPU_OMP_THREADS_BIND (default 0-<threads-1>)")
     parser.add_argument("--peer-kv-gb", type=int, default=4, help="VLLM_CPU_KVCACHE_SPACE")
+    parser.add_argument(
+        "--peer-dtype",
+        choices=["auto", "float32", "bfloat16"],
+        default="auto",
+        help="vLLM's --dtype (default auto: the model's bfloat16; float32 matches the CPU "
+        "engine on a CPU without AVX-512 BF16)",
+    )
     parser.add_argument("--startup-timeout", type=float, default=900.0)
     args = parser.parse_args(argv)
     model_dir = resolve_model_dir(config.engine.model_path, config.paths.models_dir)
@@ -213,6 +220,7 @@ def main(argv: list[str], config: AppConfig) -> int:
                 kv_gb=args.peer_kv_gb,
                 timeout_s=args.startup_timeout,
                 quick=args.quick,
+                peer_dtype=args.peer_dtype,
             )
         )
         return 0

@@ -106,8 +106,16 @@ def ours_server(model_dir: Path, port: int, threads: int, log_dir: Path) -> Mana
 
 
 def vllm_server(
-    python: str, model_dir: Path, port: int, cpus: str, kv_gb: int, log_dir: Path
+    python: str,
+    model_dir: Path,
+    port: int,
+    cpus: str,
+    kv_gb: int,
+    log_dir: Path,
+    dtype: str = "auto",
 ) -> ManagedServer:
+    """vLLM's OpenAI server; ``dtype`` is its ``--dtype`` ("auto" takes the model's bfloat16,
+    which a CPU without AVX-512 BF16 emulates: "float32" is then the like-for-like run)."""
     cmd = [
         python,
         "-m",
@@ -120,6 +128,8 @@ def vllm_server(
         str(port),
         "--enable-prefix-caching",
         "--enable-prompt-tokens-details",
+        "--dtype",
+        dtype,
     ]
     env = {
         "VLLM_CPU_OMP_THREADS_BIND": cpus,
@@ -209,6 +219,7 @@ def run_peer_bench(
     kv_gb: int,
     timeout_s: float,
     quick: bool,
+    peer_dtype: str = "auto",
 ) -> str:
     work = build_workload(model_dir, quick)
     log_dir = Path(tempfile.mkdtemp(prefix="bench-peer-"))
@@ -217,7 +228,7 @@ def run_peer_bench(
     else:
         if not peer_python or not os.path.exists(peer_python):
             raise SystemExit("--peer vllm needs --peer-python (with vllm-cpu) or --peer-url")
-        server = vllm_server(peer_python, model_dir, 8731, cpus, kv_gb, log_dir)
+        server = vllm_server(peer_python, model_dir, 8731, cpus, kv_gb, log_dir, peer_dtype)
         peer = run_side("vLLM CPU", server, "http://127.0.0.1:8731", work, timeout_s)
     if ours_url:
         ours = run_side("appliance (cpu)", None, ours_url, work, timeout_s)
@@ -226,5 +237,6 @@ def run_peer_bench(
         ours = run_side("appliance (cpu)", server, "http://127.0.0.1:8732", work, timeout_s)
     return (
         render_sides(peer, ours, work)
-        + f"\n{threads} compute thread(s) each (vLLM bound to CPUs {cpus}); server logs: {log_dir}"
+        + f"\n{threads} compute thread(s) each (vLLM bound to CPUs {cpus}, --dtype {peer_dtype});"
+        + f" server logs: {log_dir}"
     )

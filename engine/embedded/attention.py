@@ -87,6 +87,23 @@ class Segment:
     path: str = ""
 
 
+class PrefillKernel(Protocol):
+    """Native prefill attention (``NativeKernels``, or ``attention_f32.NativePrefillF32``)."""
+
+    name: str
+
+    def prefill(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        out: torch.Tensor,
+        start: int,
+        scale: float,
+        amx: bool = False,
+    ) -> None: ...
+
+
 class DecodeKernel(Protocol):
     """Native decode attention (``NativeKernels``, or ``attention_f32.NativeDecodeF32``)."""
 
@@ -124,6 +141,9 @@ class StepPlan:
     draft_runs: list[tuple[int, Segment]] | None = None
     # decode queries attend on this when set: ``kernel``, or a decode-only kernel without it
     decoder: DecodeKernel | None = None
+    # prefill segments routed "native" or "amx" attend on this: ``kernel``, or a prefill
+    # kernel without it (float32, AVX2)
+    prefiller: PrefillKernel | None = None
 
 
 def make_plan(
@@ -135,6 +155,7 @@ def make_plan(
     drafts: Sequence[tuple[int, int]] = (),
     route: PrefillRoute = NATIVE_PREFILL,
     decoder: DecodeKernel | None = None,
+    prefiller: PrefillKernel | None = None,
 ) -> StepPlan:
     """Plan a step; decoding rows are pool rows ``0 .. n_decode - 1`` at their current lengths.
     Grows the pool first if a row would overflow it (the decode mask spans its capacity).
@@ -143,8 +164,11 @@ def make_plan(
     this many identical tokens (their KV is read once); ``drafts``: ``(row, count)`` pairs,
     ``count`` draft tokens of decoding row ``row`` after its new token, as decode queries in
     that order; ``route``: where each prefill segment attends when the kernels are loaded;
-    ``decoder``: where decode queries attend (checked like ``kernel``; default ``kernel``)."""
+    ``decoder``: where decode queries attend (checked like ``kernel``; default ``kernel``);
+    ``prefiller``: where prefill segments attend on the route's native paths (checked like
+    ``kernel``; default ``kernel``; without either, SDPA and matmul attention)."""
     decoder = decoder if decoder is not None else kernel
+    prefiller = prefiller if prefiller is not None else kernel
     lengths = pool.lengths[:n_decode]
     rows, pos = list(range(n_decode)), list(lengths)
     runs: list[tuple[int, Segment]] = []
@@ -159,7 +183,7 @@ def make_plan(
         mask = torch.zeros((n_decode, pool.capacity), dtype=torch.float32)
         mask.masked_fill_(cols > torch.tensor(lengths).unsqueeze(1), float("-inf"))
     for seg in segments:
-        seg.path = _segment_path(kernel, route, seg.count)
+        seg.path = _segment_path(prefiller, route, seg.count)
         if seg.path == "sdpa" and seg.start:
             seg.mask = causal_mask(seg, pool.dtype)
     drafted = len(rows) > n_decode
@@ -176,6 +200,7 @@ def make_plan(
         decode_slots=torch.tensor(rows, dtype=torch.int32) if drafted else None,
         draft_runs=runs if drafted and decoder is None else None,
         decoder=decoder,
+        prefiller=prefiller,
     )
 
 
@@ -186,8 +211,8 @@ def causal_mask(seg: Segment, dtype: torch.dtype) -> torch.Tensor:
     return torch.zeros(hidden.shape, dtype=dtype).masked_fill_(hidden, float("-inf"))
 
 
-def _segment_path(kernel: NativeKernels | None, route: PrefillRoute, count: int) -> str:
-    if kernel is not None:
+def _segment_path(prefiller: PrefillKernel | None, route: PrefillRoute, count: int) -> str:
+    if prefiller is not None:
         return route.path(count)
     return "matmul" if count <= SHORT_SEGMENT else "sdpa"
 
@@ -297,8 +322,8 @@ def _attend_segment(
     end = seg.start + seg.count
     k = cache_k[seg.slot : seg.slot + 1, :, :end]
     v = cache_v[seg.slot : seg.slot + 1, :, :end]
-    if seg.path in ("native", "amx") and plan.kernel is not None:
-        plan.kernel.prefill(q[0], k[0], v[0], dest, seg.start, scale, seg.path == "amx")
+    if seg.path in ("native", "amx") and plan.prefiller is not None:
+        plan.prefiller.prefill(q[0], k[0], v[0], dest, seg.start, scale, seg.path == "amx")
     elif seg.path == "matmul":
         dest.copy_(_short_segment(q, k, v, seg, scale))
     else:

@@ -25,7 +25,13 @@ from collections.abc import Callable
 
 import torch
 
-from engine.embedded.attention import PrefillRoute, Segment, causal_mask, sdpa_segment
+from engine.embedded.attention import (
+    PrefillKernel,
+    PrefillRoute,
+    Segment,
+    causal_mask,
+    sdpa_segment,
+)
 from engine.embedded.draft_budget import StepCosts
 from engine.embedded.gemv import GemvSwitch
 from engine.embedded.native import NativeKernels
@@ -57,6 +63,11 @@ DECODE_MIX = (
 # alone flipped under load on Zen 4 (GEMV 137 ms against oneDNN 158 ms on a quiet box), and
 # with it every greedy answer's last bits; on an AMX Xeon oneDNN runs the mix 2-3x faster.
 ONEDNN_EDGE = 0.85
+# the native prefill kernel keeps a kind of segment unless another path runs it in under this
+# share of its time: it computes a prompt alike however the prompt is cut into steps (on AVX2
+# and AVX-512; SDPA rounds a segment by its length and mask), and a choice on timings alone
+# flips with the load on a shared VM
+PREFILL_EDGE = 0.85
 # decode steps timed for the native step on the AMX tiles: one stream, with drafts, 8 streams
 # and 8 with drafts
 AMX_STEP_ROWS = (1, 5, 8, 16, 40)
@@ -104,21 +115,32 @@ def _medians_where_it_runs(
     return logged_medians(what, options, reps)
 
 
-def fastest(what: str, options: dict[str, Callable[[], object]]) -> str:
-    """The name of the fastest option (``time_each``); logs every median."""
+def fastest(
+    what: str, options: dict[str, Callable[[], object]], keep: str | None = None, edge: float = 1.0
+) -> str:
+    """The name of the fastest option (``time_each``); logs every median. ``keep``: that option
+    unless another runs in under ``edge`` of its time."""
     medians = logged_medians(what, options)
-    return min(medians, key=medians.__getitem__)
+    best = min(medians, key=medians.__getitem__)
+    if keep is not None and medians[best] >= edge * medians[keep]:
+        return keep
+    return best
 
 
 def prefill_route(
-    kernels: NativeKernels, q_heads: int, kv_heads: int, head_dim: int
+    kernels: PrefillKernel,
+    q_heads: int,
+    kv_heads: int,
+    head_dim: int,
+    dtype: torch.dtype = torch.bfloat16,
 ) -> PrefillRoute:
     """The fastest attention (``PREFILL_PATHS``) for long and for short prefill segments of
-    this head shape; the AMX kernel is timed only where it runs."""
-    key = ("prefill", q_heads, kv_heads, head_dim, torch.get_num_threads())
+    this head shape in ``dtype``; the AMX kernel is timed only where it runs. The native kernel
+    keeps a segment kind unless another path runs it in under ``PREFILL_EDGE`` of its time."""
+    key = ("prefill", q_heads, kv_heads, head_dim, str(dtype), torch.get_num_threads())
     if key not in _memo:
         paths = [
-            _fastest_segment(kernels, q_heads, kv_heads, head_dim, start, count)
+            _fastest_segment(kernels, q_heads, kv_heads, head_dim, start, count, dtype)
             for start, count in (LONG_SEGMENT, SHORT_AFTER)
         ]
         _memo[key] = PrefillRoute(*paths)
@@ -128,29 +150,30 @@ def prefill_route(
 
 
 def _fastest_segment(
-    kernels: NativeKernels, hq: int, hkv: int, dim: int, start: int, count: int
+    kernels: PrefillKernel, hq: int, hkv: int, dim: int, start: int, count: int, dtype: torch.dtype
 ) -> str:
     gen = torch.Generator().manual_seed(0)
     end = start + count
-    q = torch.randn(1, hq, count, dim, generator=gen).bfloat16()
-    k = torch.randn(1, hkv, end, dim, generator=gen).bfloat16()
-    v = torch.randn(1, hkv, end, dim, generator=gen).bfloat16()
-    out = torch.empty(count, hq, dim, dtype=torch.bfloat16)
+    q = torch.randn(1, hq, count, dim, generator=gen).to(dtype)
+    k = torch.randn(1, hkv, end, dim, generator=gen).to(dtype)
+    v = torch.randn(1, hkv, end, dim, generator=gen).to(dtype)
+    out = torch.empty(count, hq, dim, dtype=dtype)
     seg = Segment(0, start, count, path="sdpa")
     if start:
-        seg.mask = causal_mask(seg, torch.bfloat16)
+        seg.mask = causal_mask(seg, dtype)
     scale = dim**-0.5
     options: dict[str, Callable[[], object]] = {
         "native": lambda: kernels.prefill(q[0], k[0], v[0], out, start, scale),
         "sdpa": lambda: sdpa_segment(q, k, v, seg, scale),
     }
-    if kernels.amx_prefill_supports(dim):
+    if isinstance(kernels, NativeKernels) and kernels.amx_prefill_supports(dim):
         try:
             kernels.prefill(q[0], k[0], v[0], out, start, scale, amx=True)
             options["amx"] = lambda: kernels.prefill(q[0], k[0], v[0], out, start, scale, True)
         except RuntimeError as exc:  # e.g. Linux refused the tile state
             log.info("AMX prefill attention unavailable: %s", exc)
-    return fastest(f"prefill attention, {count} tokens after {start}", options)
+    what = f"prefill attention, {count} tokens after {start}"
+    return fastest(what, options, keep="native", edge=PREFILL_EDGE)
 
 
 def decode_on_amx(kernels: NativeKernels, q_heads: int, kv_heads: int, head_dim: int) -> bool:

@@ -24,7 +24,7 @@ from engine.base import (
 )
 from engine.embedded.attention import NATIVE_PREFILL, run_step
 from engine.embedded.attention import install as install_pool_attention
-from engine.embedded.attention_f32 import NativeDecodeF32
+from engine.embedded.attention_f32 import NativeDecodeF32, NativePrefillF32
 from engine.embedded.calibrate import decode_on_amx, prefill_route
 from engine.embedded.cbuild import cpu_flags
 from engine.embedded.draft_budget import DraftBudget
@@ -148,13 +148,15 @@ class EmbeddedEngine:
         kernel = load_native_kernels(kernel_dir) if native_attention else None
         if kernel is not None and not kernel.supports(self._dtype, head_dim):
             kernel = None
-        # float32 (a CPU without AVX-512 BF16): the AVX2 library's decode attention, and the
-        # fused runner's linears on bfloat16 panels where they run faster (``gemv_f32.py``)
-        gemv_f32, decoder = None, None
+        # float32 (a CPU without AVX-512 BF16): the AVX2 library's decode and prefill attention,
+        # and the fused runner's linears on bfloat16 panels where they run faster (``gemv_f32.py``)
+        gemv_f32, decoder, prefiller = None, None, None
         if native_attention and kernel is None and self._dtype == torch.float32:
             gemv_f32 = load_gemv_f32(kernel_dir)
         if gemv_f32 is not None and NativeDecodeF32.supports(self._dtype, head_dim):
             decoder = NativeDecodeF32(gemv_f32.library)
+        if gemv_f32 is not None and NativePrefillF32.supports(self._dtype, head_dim):
+            prefiller = NativePrefillF32(gemv_f32.library)
         named = kernel if kernel is not None else decoder
         self.attention = named.name if named is not None else "pytorch"
         packable = packing_available(self._dtype) or (
@@ -163,11 +165,13 @@ class EmbeddedEngine:
         packed = packed_weights and self.runner == "fused" and packable
         weights = ", prepacked weights" if packed else ""
         route = NATIVE_PREFILL
+        heads = (cfg.num_attention_heads, cfg.num_key_value_heads)
         if kernel is not None and calibrate:
-            heads = (cfg.num_attention_heads, cfg.num_key_value_heads)
             route = prefill_route(kernel, *heads, head_dim)
             if decode_on_amx(kernel, *heads, head_dim):
                 decoder = AmxDecode(kernel)  # every decode query, every step (it rounds apart)
+        elif prefiller is not None and calibrate:
+            route = prefill_route(prefiller, *heads, head_dim, self._dtype)
         budget, costs = None, None
         if self.runner == "fused":
             norm = NativeNormF32(gemv_f32.library) if gemv_f32 is not None else None
@@ -185,7 +189,7 @@ class EmbeddedEngine:
                 budget = DraftBudget(costs) if costs is not None else None
         else:
             forward = functools.partial(run_step, self.model)
-        native = attention_words(kernel, decoder, route)
+        native = attention_words(kernel, decoder, route, prefiller)
         spec = ", n-gram speculation" if self.speculative.enabled else ""
         spec += " (drafts as a step's cost allows)" if spec and budget is not None else ""
         # the prompt tokens a step carries while others decode, from the linears' timings
@@ -222,6 +226,7 @@ class EmbeddedEngine:
             budget,
             self._pool_for(self.speculative),
             chunk,
+            prefiller,
         )
 
     def _pool_for(self, config: SpeculativeConfig) -> DraftPool | None:

@@ -25,11 +25,11 @@ from engine.embedded.native import KERNELS, default_cache_dir
 
 log = logging.getLogger(__name__)
 
-# one library: the linear, decode attention (``attention_f32.py``) and RMSNorm
+# one library: the linear, decode and prefill attention (``attention_f32.py``) and RMSNorm
 # (``pointwise_f32.py``)
 SOURCES = (KERNELS / "gemv_avx2.c", KERNELS / "gemv_pack.c", KERNELS / "attention_avx2.c")
-SOURCES += (KERNELS / "pointwise_avx2.c",)
-HEADERS = (KERNELS / "gemv_pack.h",)
+SOURCES += (KERNELS / "prefill_avx2.c", KERNELS / "pointwise_avx2.c")
+HEADERS = (KERNELS / "gemv_pack.h", KERNELS / "vec_avx2.h")
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp", "-mavx2", "-mfma")
 NEEDED = frozenset({"avx2", "fma"})
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from engine.embedded.attention import NATIVE_PREFILL, DecodeKernel, PrefillRoute
+from engine.embedded.attention import NATIVE_PREFILL, DecodeKernel, PrefillKernel, PrefillRoute
 from engine.embedded.calibrate import amx_step_wins, gemv_wins, linear_costs
 from engine.embedded.draft_budget import StepCosts
 from engine.embedded.fused import FusedLlama
@@ -48,14 +48,23 @@ def settle_linears(
 
 
 def attention_words(
-    kernel: NativeKernels | None, decoder: DecodeKernel | None, route: PrefillRoute
+    kernel: NativeKernels | None,
+    decoder: DecodeKernel | None,
+    route: PrefillRoute,
+    prefiller: PrefillKernel | None = None,
 ) -> str:
     """Where attention runs, in words, e.g. "avx512-bf16 kernels (prefill attention on amx,
-    decode attention on amx)"."""
+    decode attention on amx)" or, in float32, "avx2 prefill and decode attention"."""
     if kernel is None:
+        if prefiller is not None and decoder is not None and route == NATIVE_PREFILL:
+            return f"{prefiller.name} prefill and {decoder.name} decode attention"
+        if prefiller is not None:
+            where = f"{prefiller.name} prefill attention ({route.summary()})"
+        else:
+            where = "PyTorch prefill attention"
         if decoder is None:
-            return "PyTorch attention"
-        return f"PyTorch prefill attention, {decoder.name} decode attention"
+            return "PyTorch attention" if prefiller is None else f"{where}, PyTorch decode"
+        return f"{where}, {decoder.name} decode attention"
     notes = [route.summary()] if route != NATIVE_PREFILL else []
     if decoder is not None:
         notes.append(f"decode attention on {decoder.name}")

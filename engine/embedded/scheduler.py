@@ -29,6 +29,7 @@ from engine.base import EngineBusy, EngineError, Finished, InvalidRequest
 from engine.embedded.attention import (
     NATIVE_PREFILL,
     DecodeKernel,
+    PrefillKernel,
     PrefillRoute,
     StepPlan,
     make_plan,
@@ -87,11 +88,13 @@ class Scheduler:
         budget: DraftBudget | None = None,
         drafts: DraftPool | None = None,
         prefill_chunk: int = PREFILL_CHUNK,
+        prefiller: PrefillKernel | None = None,
     ) -> None:
         self.forward = forward  # one packed step: (tokens, plan, keep) -> logits
         self.kernel = kernel  # native attention, or None (PyTorch attention)
         self.route = route  # which prefill segments the kernel attends (the rest: SDPA)
         self.decoder = decoder  # decode attention without ``kernel`` (float32, AVX2), or None
+        self.prefiller = prefiller  # prefill attention without ``kernel`` (float32, AVX2), or None
         self.speculative = speculative  # prompt-lookup drafts for decoding requests
         self.budget = budget  # how many drafts a step is worth here (None: all proposed)
         self.draft_pool = drafts  # earlier answers to draft from (None: own history only)
@@ -252,7 +255,7 @@ class Scheduler:
         n = len(self.decoding)
         plan = make_plan(
             self.pool, n, step.segments, self.kernel, self.shared, step.draft_counts, self.route,
-            self.decoder,
+            self.decoder, self.prefiller,
         )  # fmt: skip
         logits = self.forward(step.tokens, plan, step.keep)
         for seq, lo, row, count in step.scored:

@@ -26,6 +26,10 @@ def test_fastest_times_every_option_and_names_the_quickest() -> None:
     medians = calibrate.time_each(options, reps=3)
     assert medians["slow"] >= 0.004 > medians["mid"] >= 0.002 > medians["fast"]
     assert calibrate.fastest("sleeps", options) == "fast"
+    # a kept option stays unless another is clearly faster
+    near = {"kept": lambda: time.sleep(0.004), "other": lambda: time.sleep(0.0036)}
+    assert calibrate.fastest("sleeps", near, keep="kept", edge=0.5) == "kept"
+    assert calibrate.fastest("sleeps", options, keep="slow", edge=0.85) == "fast"
 
 
 def _linears(switch: GemvSwitch, per_row_s: float, onednn_s: float):  # noqa: ANN202
@@ -94,9 +98,9 @@ def test_prefill_route_times_the_real_kernels_once_per_process(
     timed: list[set[str]] = []
     real = calibrate.fastest
 
-    def recording(what: str, options: dict) -> str:  # noqa: ANN001
+    def recording(what: str, options: dict, **kw) -> str:  # noqa: ANN001, ANN003
         timed.append(set(options))
-        return real(what, options)
+        return real(what, options, **kw)
 
     monkeypatch.setattr(calibrate, "fastest", recording)
     monkeypatch.setattr(calibrate, "_memo", {})

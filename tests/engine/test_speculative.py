@@ -19,6 +19,7 @@ from engine.base import (
     SamplingParams,
     TextDelta,
 )
+from engine.embedded.attention import NATIVE_PREFILL
 from engine.embedded.engine import EmbeddedEngine
 from engine.embedded.speculative import OFF, SpeculativeConfig
 
@@ -257,18 +258,25 @@ def test_bf16_answers_differ_only_at_ties(model_dir) -> None:  # noqa: ANN001
             eng.close()
 
 
-def test_bf16_greedy_answer_is_the_same_alone_batched_speculating_and_cached(model_dir) -> None:  # noqa: ANN001
-    """Where the engine runs every linear on its native GEMV and attention on its AVX-512
-    kernels (a CPU without AMX tiles), a row is computed alike whatever else its step holds:
-    other requests' prompt chunks and decode rows, a shared prompt prefix read once for all,
-    its own drafts, or a cached prefix. So a bfloat16 greedy answer is token for token the
-    same alone and cold, batched with requests that share its documents, with speculation on,
-    and served from the prefix cache. (Elsewhere oneDNN's GEMM rounds a row by its step's
-    size, and answers may differ at near-ties: ``test_bf16_answers_differ_only_at_ties``.)"""
+def test_greedy_answer_is_the_same_alone_batched_speculating_and_cached(model_dir) -> None:  # noqa: ANN001
+    """Where the engine runs every linear on its native GEMV and attention on its native
+    kernels (AVX-512 in bfloat16 on a CPU without AMX tiles; AVX2 in float32), a row is
+    computed alike whatever else its step holds: other requests' prompt chunks and decode
+    rows, a shared prompt prefix read once for all, its own drafts, or a cached prefix. So a
+    greedy answer is token for token the same alone and cold, batched with requests that
+    share its documents, with speculation on, and served from the prefix cache. (Elsewhere
+    oneDNN's GEMM rounds a row by its step's size, and answers may differ at near-ties:
+    ``test_bf16_answers_differ_only_at_ties``.)"""
     eng = EmbeddedEngine(model_dir, kv_budget_tokens=16384, max_queue=8, speculative=OFF)
     try:
-        runtime = eng.runtime
-        if "native GEMV for every step" not in runtime or "prefill" in runtime:
+        runtime, scheduler = eng.runtime, eng._scheduler
+        native_prefill = scheduler.kernel is not None or scheduler.prefiller is not None
+        if (
+            "native GEMV" not in runtime
+            or "for every step" not in runtime
+            or scheduler.route != NATIVE_PREFILL
+            or not native_prefill
+        ):
             pytest.skip(f"rows are not computed alike in every step here: {runtime}")
         system, user = _rag_messages()
         prompts = [

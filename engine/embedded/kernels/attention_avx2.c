@@ -16,11 +16,12 @@
  *   multiple of hkv); -2 for a row or length out of range; -3 when memory for the scores
  *   cannot be had. Nothing is written unless it returns 0.
  */
-#include <immintrin.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
+
+#include "vec_avx2.h"
 
 int decode_attention_f32(const float *q, int64_t q_row, int64_t q_head, const float *k,
                          const float *v, int64_t kv_slot, int64_t kv_head, int pool_rows,
@@ -29,33 +30,6 @@ int decode_attention_f32(const float *q, int64_t q_row, int64_t q_head, const fl
                          float scale, int n_threads);
 
 #define DIM_MAX 256 /* head size: a head's value sums, DIM_MAX / 8 vectors */
-
-/* e^x for x <= 0 (scores less their maximum): 2^(x log2 e) as 2^n 2^f, |f| <= 1/2, with a
- * degree-6 series for 2^f (relative error < 2e-7); below -87 it is 0 */
-static inline __m256 exp_neg_ps(__m256 x) {
-    const __m256 t = _mm256_mul_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)),
-                                   _mm256_set1_ps(1.44269504f));
-    const __m256 nf = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256 f = _mm256_sub_ps(t, nf);
-    __m256 p = _mm256_set1_ps(1.5403530e-4f);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6181291e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5504109e-2f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022651e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314718e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    const __m256i pow2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nf),
-                                                            _mm256_set1_epi32(127)), 23);
-    const __m256 r = _mm256_mul_ps(p, _mm256_castsi256_ps(pow2));
-    return _mm256_and_ps(r, _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GT_OQ));
-}
-
-static inline float hsum(__m256 x) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* one (query, KV head): the group's G query heads over the row's first len keys */
 static void item(const float *qg, int64_t q_head, const float *kr, const float *vr, int len,
