@@ -36,7 +36,7 @@ from engine.embedded.kv_pool import KVPool, reserved_positions
 from engine.embedded.linear import packing_available, packing_helps_drafts
 from engine.embedded.native import AmxDecode, load_native_kernels
 from engine.embedded.omp import run_in_own_thread
-from engine.embedded.pointwise_f32 import NativeNormF32
+from engine.embedded.pointwise_f32 import NativePointwiseF32
 from engine.embedded.prefill_chunk import prefill_chunk
 from engine.embedded.routing import attention_words, settle_linears
 from engine.embedded.scheduler import PREFILL_CHUNK, Scheduler
@@ -174,8 +174,8 @@ class EmbeddedEngine:
             route = prefill_route(prefiller, *heads, head_dim, self._dtype)
         budget, costs = None, None
         if self.runner == "fused":
-            norm = NativeNormF32(gemv_f32.library) if gemv_f32 is not None else None
-            runner = FusedLlama(self.model, packed, kernel, gemv_f32, norm)
+            pointwise = NativePointwiseF32(gemv_f32.library) if gemv_f32 is not None else None
+            runner = FusedLlama(self.model, packed, kernel, gemv_f32, pointwise)
             forward = runner.step
             if runner.gemv is not None:
                 shapes = (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers)

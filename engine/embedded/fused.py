@@ -26,7 +26,7 @@ from engine.embedded.gemv import GemvSwitch, NativeGemv
 from engine.embedded.gemv_f32 import NativeGemvF32
 from engine.embedded.linear import GemvLinear, Linear, make_linear
 from engine.embedded.native import AmxDecode, NativeKernels
-from engine.embedded.pointwise_f32 import NativeNormF32
+from engine.embedded.pointwise_f32 import NativePointwiseF32
 
 FUSABLE_TYPES = frozenset({"llama", "mistral", "qwen2"})
 
@@ -119,13 +119,14 @@ class FusedLlama:
         pack: bool = False,
         kernels: NativeKernels | None = None,
         gemv_f32: NativeGemvF32 | None = None,
-        norm_f32: NativeNormF32 | None = None,
+        pointwise_f32: NativePointwiseF32 | None = None,
     ) -> None:
         """``pack``: run the linears on prepacked weights (``linear.py``); ``kernels``: run
         residual-add + RMSNorm and SiLU-gate natively (bfloat16 only), and, with ``pack``, the
         linears on the native GEMV (``gemv.py``) where it wins; ``gemv_f32``: with ``pack``,
         a float32 model's linears on the float32 GEMV (``gemv_f32.py``) where it wins;
-        ``norm_f32``: a float32 model's residual-add + RMSNorm natively."""
+        ``pointwise_f32``: a float32 model's residual-add + RMSNorm, SiLU-gate and rotary
+        embedding natively."""
         inner = model.model
         cfg = model.config
         # the pointwise kernels take bfloat16 rows of whole 16-lane vectors
@@ -133,11 +134,15 @@ class FusedLlama:
         bf16 = model.lm_head.weight.dtype == torch.bfloat16
         self.kernels = kernels if fits and bf16 else None
         f32 = model.lm_head.weight.dtype == torch.float32
-        native_norm = f32 and norm_f32 is not None and norm_f32.supports(cfg.hidden_size)
-        self.norm_f32 = norm_f32 if native_norm else None
+        fits_f32 = pointwise_f32 is not None and pointwise_f32.supports(cfg.hidden_size)
+        fits_f32 = fits_f32 and cfg.intermediate_size % 8 == 0  # SiLU-gate: whole 8-lane vectors
+        self.pointwise_f32 = pointwise_f32 if f32 and fits_f32 else None
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         # the rotary kernel takes each head's halves in whole 16-lane vectors
         self.native_rope = self.kernels is not None and self.head_dim % 32 == 0
+        self.rope_f32 = self.pointwise_f32 is not None and self.pointwise_f32.rope_supports(
+            self.head_dim
+        )
         self.embed = inner.embed_tokens.weight
         self.rotary = inner.rotary_emb
         self.norm = inner.norm.weight
@@ -179,8 +184,8 @@ class FusedLlama:
         """``h += delta`` in place (the residual), then RMSNorm of ``h``."""
         if self.kernels is not None:
             return self.kernels.add_rms_norm(h, delta, weight, self.eps)
-        if self.norm_f32 is not None:
-            return self.norm_f32.add_rms_norm(h, delta, weight, self.eps)
+        if self.pointwise_f32 is not None:
+            return self.pointwise_f32.add_rms_norm(h, delta, weight, self.eps)
         if delta is not None:
             h.add_(delta)
         return _rms(h, weight, self.eps)
@@ -189,11 +194,15 @@ class FusedLlama:
         """``qk`` ``[N, heads, D]``, ``cos``/``sin`` ``[N, 1, D]``: natively in place, or anew."""
         if self.native_rope:
             return self.kernels.rope_(qk, cos[:, 0], sin[:, 0])
+        if self.rope_f32:
+            return self.pointwise_f32.rope_(qk, cos[:, 0], sin[:, 0])
         return _rope(qk, cos, sin)
 
     def _gate(self, gate_up: torch.Tensor) -> torch.Tensor:
         if self.kernels is not None:
             return self.kernels.silu_mul(gate_up)
+        if self.pointwise_f32 is not None:
+            return self.pointwise_f32.silu_mul(gate_up)
         gate, up = gate_up.chunk(2, dim=-1)
         return F.silu(gate) * up
 

@@ -83,7 +83,7 @@ def test_fused_runner_on_it_matches_transformers_float32(
     from engine.embedded.fused import FusedLlama
     from engine.embedded.kv_pool import KVPool
     from engine.embedded.linear import GemvLinear, packing_helps_drafts
-    from engine.embedded.pointwise_f32 import NativeNormF32
+    from engine.embedded.pointwise_f32 import NativePointwiseF32
 
     if not packing_helps_drafts(torch.float32):
         pytest.skip("this PyTorch build has no oneDNN prepacked linear (the GEMV's fallback)")
@@ -91,9 +91,9 @@ def test_fused_runner_on_it_matches_transformers_float32(
     ids = list(range(500, 800))
     with torch.inference_mode():
         ref = model(torch.tensor([ids + [7]])).logits[0, -2:]
-    norm = NativeNormF32(gemv_f32.library)
-    runner = FusedLlama(model, pack=True, gemv_f32=gemv_f32, norm_f32=norm)
-    assert runner.gemv is gemv_f32 and runner.gemv_switch.on and runner.norm_f32 is not None
+    norm = NativePointwiseF32(gemv_f32.library)
+    runner = FusedLlama(model, pack=True, gemv_f32=gemv_f32, pointwise_f32=norm)
+    assert runner.gemv is gemv_f32 and runner.gemv_switch.on and runner.pointwise_f32 is not None
     linears = [runner.lm_head] + [lin for layer in runner.layers for lin in (layer.qkv, layer.o)]
     assert all(isinstance(lin, GemvLinear) for lin in linears)
     weights = sum(p.numel() * 4 for n, p in model.named_parameters() if "proj" in n)

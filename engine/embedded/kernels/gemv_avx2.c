@@ -16,7 +16,11 @@
  * - more rows (prompts): per KC k, each half of the block widened once into float32, then
  *   WIDE_ROWS rows at a time against it (2 loads and WIDE_ROWS broadcasts for 2 x WIDE_ROWS
  *   multiply-adds, the register tile of a float32 GEMM); y carries each chain from one KC
- *   chunk to the next, exactly.
+ *   chunk to the next, exactly. The rows go in passes of X_BYTES of x, each pass over all of a
+ *   thread's blocks, so x is read from L2 rather than L3 (a 1,550-row prompt's x is 3.5 MB at
+ *   k = 576; per pass, the blocks' weights are widened again, a few % of the multiplies). On
+ *   a 2-vCPU EPYC (Zen 3), SmolLM2's four layer shapes at 512 and 1,550 rows: 105.9 -> 96.7 ms
+ *   in all (F.linear: 91.7).
  *   SmolLM2-135M's 30 layers' linears plus its head, 2 threads of a 2-vCPU AMD EPYC without
  *   AVX-512 (no CPU was idle for this, so ratios only), against oneDNN's prepacked float32
  *   GEMM: 0.43x its time for 1 row, 0.45x for 3, 0.56x for 8, 0.79x for 16, 0.92x for 128,
@@ -40,6 +44,7 @@ int gemv_f32_bf16(const float *x, int64_t x_row, int rows, const bf16 *wp, int n
 #define NARROW_MAX 8  /* more rows than this take the prompt path */
 #define WIDE_ROWS 6   /* rows per prompt pass over half a block: 12 accumulators */
 #define KC 256        /* k per widened chunk of a half block: 16 KB of float32 */
+#define X_BYTES (192 * 1024) /* prompt rows per pass: this much of x, kept in L2 for every block */
 
 /* rows R (a compile-time constant, up to ROWS) of x against the block at a: pair p's line of
  * 32 outputs at a + 64p, as four vectors of 8 outputs' pairs */
@@ -171,10 +176,23 @@ int gemv_f32_bf16(const float *x, int64_t x_row, int rows, const bf16 *wp, int n
     const int64_t block = (int64_t)pairs * 2 * BLOCK; /* elements of one block */
     int threads = n_threads < 1 ? 1 : n_threads;
     if (threads > blocks) threads = blocks;
+    if (rows <= NARROW_MAX) {
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (int blk = 0; blk < blocks; blk++) {
-        const bf16 *a = wp + blk * block;
-        block_any(x, x_row, rows, a, pairs, y + blk * BLOCK, y_row);
+        for (int blk = 0; blk < blocks; blk++)
+            block_any(x, x_row, rows, wp + blk * block, pairs, y + blk * BLOCK, y_row);
+        return 0;
+    }
+    /* prompts: a pass of `chunk` rows runs every block of the thread while its rows of x stay
+     * in cache (each block then widened once per pass) */
+    int chunk = (int)(X_BYTES / ((int64_t)k * sizeof(float))) / WIDE_ROWS * WIDE_ROWS;
+    if (chunk < 4 * WIDE_ROWS) chunk = 4 * WIDE_ROWS;
+#pragma omp parallel num_threads(threads)
+    for (int m0 = 0; m0 < rows; m0 += chunk) {
+        const int r = rows - m0 < chunk ? rows - m0 : chunk;
+#pragma omp for schedule(static) nowait
+        for (int blk = 0; blk < blocks; blk++)
+            wide_any(x + m0 * x_row, x_row, r, wp + blk * block, pairs,
+                     y + m0 * y_row + blk * BLOCK, y_row);
     }
     return 0;
 }

@@ -24,6 +24,11 @@ static inline __m256 exp2_neg_ps(__m256 t) {
 
 /* e^x for x <= 0 (scores less their maximum): 2^(x log2 e) as 2^n 2^f, |f| <= 1/2, with a
  * degree-6 series for 2^f (relative error < 2e-7); below -87 it is 0 */
+/* 2^t for any t: clamped to [-126, 126] first (callers mask what must be exactly 0) */
+static inline __m256 exp2_ps(__m256 t) {
+    return exp2_neg_ps(_mm256_min_ps(t, _mm256_set1_ps(126.0f)));
+}
+
 static inline __m256 exp_neg_ps(__m256 x) {
     const __m256 t = _mm256_mul_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)),
                                    _mm256_set1_ps(1.44269504f));
