@@ -3,9 +3,9 @@ in float32 and the AVX-512 kernels do not load.
 
 - Decode (``kernels/attention_avx2.c``) takes the decode queries of a step as the AVX-512
   kernel does (``NativeKernels.decode``): each over its own pool row up to itself, drafts
-  included, so ``attend`` hands it the same arguments. It reads every row's own copy of a
-  shared prompt prefix (the rows hold it: the pool is filled alike on every path) rather than
-  reading it once.
+  included, so ``attend`` hands it the same arguments. Every query reads a prompt prefix the
+  decoding rows share from pool row 0's copy (the rows hold the same values: a prompt's KV
+  is computed alike on every path), where it stays in cache for the others.
 - Prefill (``kernels/prefill_avx2.c``) takes a prompt segment as ``NativeKernels.prefill``
   does. A query's result does not depend on how its prompt is cut into steps, so a prompt's KV
   is the same cold, in pieces beside other requests, or after a cached prefix.
@@ -30,7 +30,7 @@ class NativeDecodeF32:
 
     def __init__(self, library: Path) -> None:
         fn = ctypes.CDLL(str(library)).decode_attention_f32
-        fn.argtypes = [_PTR, _I64, _I64, _PTR, _PTR, _I64, _I64, _INT, _INT, _PTR, _PTR]
+        fn.argtypes = [_PTR, _I64, _I64, _PTR, _PTR, _I64, _I64, _INT, _INT, _PTR, _PTR, _INT]
         fn.argtypes += [_PTR, _I64, _I64] + [_INT] * 4 + [ctypes.c_float, _INT]
         fn.restype = _INT
         self._fn = fn
@@ -52,8 +52,9 @@ class NativeDecodeF32:
     ) -> None:
         """As ``NativeKernels.decode``, in float32: ``query``/``out`` ``[n, Hq, D]``,
         ``keys``/``values`` ``[slots, Hkv, capacity, D]``, ``lengths`` (and ``slots``) ``[n]``
-        int32. ``shared`` is accepted and not needed. Writes ``out``."""
-        del shared  # every row holds its own copy of the shared prefix
+        int32; the decoding rows' first ``shared`` positions hold the same tokens, read from
+        pool row 0 (every length must pass it when there are several queries). Writes
+        ``out``."""
         n, hq, dim = query.shape
         for t in (query, keys, values, out):
             if t.dtype != torch.float32 or t.stride(-1) != 1:
@@ -71,7 +72,7 @@ class NativeDecodeF32:
             query.data_ptr(), query.stride(0), query.stride(1),
             keys.data_ptr(), values.data_ptr(), keys.stride(0), keys.stride(1),
             keys.shape[0], keys.shape[2],
-            lengths.data_ptr(), None if slots is None else slots.data_ptr(),
+            lengths.data_ptr(), None if slots is None else slots.data_ptr(), shared,
             out.data_ptr(), out.stride(0), out.stride(1),
             n, hq, keys.shape[1], dim, scale, torch.get_num_threads(),
         )  # fmt: skip

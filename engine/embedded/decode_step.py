@@ -12,6 +12,10 @@ tiles (``amx``): the linears on the same GEMV panels (``kernels/gemv_amx.c``) an
 ``decode_attention_amx``, where the engine times that faster (``calibrate.amx_step_wins``).
 Steps that carry prompt rows stay on oneDNN, so a decode row rounds apart in the two kinds of
 step there, as oneDNN's GEMM already rounds a row by its step's size on such a CPU.
+
+A float32 model (a CPU without AVX-512 BF16) runs ``decode_step_f32`` from the AVX2 library
+(``kernels/decode_step_avx2.c``) on the float32 GEMV, pointwise and decode attention kernels
+the Python loop calls there, again bit for bit.
 """
 
 from __future__ import annotations
@@ -72,11 +76,16 @@ class NativeDecodeStep:
         intermediate: int,
         eps: float,
         scale: float,
+        dtype: torch.dtype = torch.bfloat16,
     ) -> None:
         """``heads``: (query heads, KV heads, head size); ``layers`` must pass
-        ``runs_natively``."""
+        ``runs_natively``; ``dtype``: the model's (bfloat16: the AVX-512 library's step;
+        float32: the AVX2 library's, whose linears still read bfloat16 panels)."""
         lib = ctypes.CDLL(library)
-        fn = lib.decode_step
+        if dtype not in (torch.bfloat16, torch.float32):
+            raise ValueError("native decode step: a bfloat16 or float32 model")
+        self.dtype = dtype
+        fn = lib.decode_step if dtype == torch.bfloat16 else lib.decode_step_f32
         fn.argtypes = [_PTR, _INT, _PTR, _PTR] + [_INT] * 6 + [_PTR, _PTR, _I64, _PTR, _PTR]
         fn.argtypes += [_PTR, _INT, _INT, _INT, _F32, _F32, _INT, _INT]
         fn.restype = _INT
@@ -87,19 +96,21 @@ class NativeDecodeStep:
         self._keep: list[torch.Tensor] = []  # every tensor a table pointer points into
         for entry, layer in zip(self._table, layers, strict=True):
             qkv, o, gate_up, down = _linears(layer)
-            entry.norm_in, entry.norm_post = self._ptr(layer.norm_in), self._ptr(layer.norm_post)
+            entry.norm_in = self._ptr(layer.norm_in, dtype)
+            entry.norm_post = self._ptr(layer.norm_post, dtype)
             entry.qkv, entry.o = self._ptr(qkv.panels), self._ptr(o.panels)
             entry.gate_up, entry.down = self._ptr(gate_up.panels), self._ptr(down.panels)
-            entry.qkv_bias = self._ptr(qkv.bias) if qkv.bias is not None else None
+            entry.qkv_bias = self._ptr(qkv.bias, dtype) if qkv.bias is not None else None
         self._pool: tuple[int, ...] = ()
         self._rows = torch.empty(0, dtype=torch.int32)
         # on the AMX tiles (linears and attention), as the engine sets it once it has timed
         # them (``calibrate.amx_step_wins``); else the AVX-512 GEMV and decode attention
         self.amx = False
 
-    def _ptr(self, t: torch.Tensor) -> int:
-        if t.dtype != torch.bfloat16 or not t.is_contiguous():
-            raise ValueError("native decode step: weights must be contiguous bfloat16")
+    def _ptr(self, t: torch.Tensor, dtype: torch.dtype = torch.bfloat16) -> int:
+        """``t``'s address, kept alive with the table (GEMV panels are bfloat16 always)."""
+        if t.dtype != dtype or not t.is_contiguous():
+            raise ValueError(f"native decode step: weights must be contiguous {dtype}")
         self._keep.append(t)
         return t.data_ptr()
 
@@ -111,8 +122,10 @@ class NativeDecodeStep:
         the pool and returns the last layer's MLP output (to add to ``h``)."""
         pool = plan.pool
         n, hidden = h.shape
-        if plan.segments or plan.n_decode != n or plan.kernel is None:
+        if plan.segments or plan.n_decode != n or plan.decoder is None:
             raise ValueError("native decode step: a step of decode queries only")
+        if h.dtype != self.dtype or cos.dtype != self.dtype or pool.dtype != self.dtype:
+            raise ValueError(f"native decode step: {self.dtype} rows, tables and pool")
         ptrs = tuple(t.data_ptr() for t in pool.keys + pool.values)
         if ptrs != self._pool:  # the pool grew (new tensors): point the table at them
             layers = len(self._table)

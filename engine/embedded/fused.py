@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.embedded.attention import StepPlan, advance, attend, positions
+from engine.embedded.attention_f32 import NativeDecodeF32
 from engine.embedded.decode_step import NativeDecodeStep, runs_natively
 from engine.embedded.gemv import GemvSwitch, NativeGemv
 from engine.embedded.gemv_f32 import NativeGemvF32
@@ -165,17 +166,29 @@ class FusedLlama:
         self.native_step: NativeDecodeStep | None = None
         self.decode_rows_on_tiles = False  # ``decode_on_tiles``
         scales = {layer.scale for layer in self.layers}
+        heads = (self.q_heads, self.kv_heads, self.head_dim)
+        native = self.gemv is not None and len(scales) == 1 and runs_natively(self.layers)
         if (
-            self.gemv is not None
+            native
             and self.native_rope
-            and len(scales) == 1
+            and kernels is not None
             and kernels.supports(torch.bfloat16, self.head_dim)
-            and runs_natively(self.layers)
         ):
-            heads = (self.q_heads, self.kv_heads, self.head_dim)
             self.native_step = NativeDecodeStep(
                 str(kernels.library), self.layers, heads, cfg.intermediate_size, self.eps,
                 scales.pop(),
+            )  # fmt: skip
+        elif (
+            native
+            and isinstance(self.gemv, NativeGemvF32)
+            and self.rope_f32
+            and NativeDecodeF32.supports(torch.float32, self.head_dim)
+            and cfg.hidden_size % 32 == 0
+            and cfg.intermediate_size % 32 == 0
+        ):
+            self.native_step = NativeDecodeStep(
+                str(self.gemv.library), self.layers, heads, cfg.intermediate_size, self.eps,
+                scales.pop(), torch.float32,
             )  # fmt: skip
 
     def _add_norm(
@@ -282,13 +295,13 @@ class FusedLlama:
     def _decodes_natively(self, plan: StepPlan, keep: list[int]) -> bool:
         """A step of decode queries only, every row's logits kept, on the native kernels:
         the GEMV with the AVX-512 decode attention, or the AMX tiles for both (the native
-        step's ``amx``, set where decode attention runs on them too)."""
-        if (
-            self.native_step is None
-            or plan.kernel is None
-            or plan.segments
-            or keep != list(range(plan.n_decode))
-        ):
+        step's ``amx``, set where decode attention runs on them too); in float32, the AVX2
+        GEMV with the AVX2 decode attention."""
+        if self.native_step is None or plan.segments or keep != list(range(plan.n_decode)):
+            return False
+        if self.native_step.dtype == torch.float32:  # the AVX2 step, with its decode attention
+            return self.gemv_switch.on and isinstance(plan.decoder, NativeDecodeF32)
+        if plan.kernel is None:
             return False
         if self.native_step.amx:
             return isinstance(plan.decoder, AmxDecode)

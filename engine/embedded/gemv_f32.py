@@ -25,11 +25,12 @@ from engine.embedded.native import KERNELS, default_cache_dir
 
 log = logging.getLogger(__name__)
 
-# one library: the linear, decode and prefill attention (``attention_f32.py``) and RMSNorm
-# (``pointwise_f32.py``)
+# one library: the linear, decode and prefill attention (``attention_f32.py``), RMSNorm,
+# SiLU-gate and rotary (``pointwise_f32.py``) and the decode step (``decode_step.py``)
 SOURCES = (KERNELS / "gemv_avx2.c", KERNELS / "gemv_pack.c", KERNELS / "attention_avx2.c")
 SOURCES += (KERNELS / "prefill_avx2.c", KERNELS / "pointwise_avx2.c")
-HEADERS = (KERNELS / "gemv_pack.h", KERNELS / "vec_avx2.h")
+SOURCES += (KERNELS / "decode_step_avx2.c",)
+HEADERS = (KERNELS / "gemv_pack.h", KERNELS / "vec_avx2.h", KERNELS / "kernels_avx2.h")
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp", "-mavx2", "-mfma")
 NEEDED = frozenset({"avx2", "fma"})
 

@@ -66,6 +66,26 @@ def test_a_query_is_computed_alike_whatever_shares_its_call(dec: NativeDecodeF32
         assert torch.equal(alone[0], together[i]), i
 
 
+def test_a_shared_prefix_is_read_from_row_0_with_the_same_result(dec: NativeDecodeF32) -> None:
+    """Rows 0-3 hold the same 300-token prefix: with ``shared`` every query reads it from row
+    0 (the others' copies are not read: they are overwritten here), and the outputs are the
+    same bit for bit as each row reading its own copy."""
+    keys, values = pool(4, 3, 512, 64, seed=11)
+    for t in (keys, values):
+        t[1:, :, :300] = t[0, :, :300]
+    q = torch.randn(6, 9, 64, generator=torch.Generator().manual_seed(12))
+    slots = torch.tensor([0, 1, 2, 3, 3, 3], dtype=torch.int32)
+    lengths = torch.tensor([301, 350, 512, 400, 401, 402], dtype=torch.int32)
+    own, shared = torch.empty(6, 9, 64), torch.empty(6, 9, 64)
+    dec.decode(q, keys, values, lengths, 0, own, 0.125, slots)
+    for t in (keys, values):
+        t[1:, :, :300] = float("nan")
+    dec.decode(q, keys, values, lengths, 300, shared, 0.125, slots)
+    assert torch.equal(own, shared)
+    with pytest.raises(ValueError, match="out of range"):  # a length within the prefix
+        dec.decode(q, keys, values, lengths, 301, shared, 0.125, slots)
+
+
 def test_calls_it_cannot_serve_are_refused_and_write_nothing(dec: NativeDecodeF32) -> None:
     keys, values = pool(2, 3, 64, 64, seed=5)
     q, out = torch.zeros(2, 9, 64), torch.full((2, 9, 64), 7.0)
