@@ -15,8 +15,9 @@ and value in its slot and attends per request:
   streams 2x (measured), where a decode query reads the row in place;
 - each prefill segment over its slot's prefix plus itself, causally: on the native kernels
   where they are loaded (AVX-512 or AMX, as the step's ``PrefillRoute`` says; the AVX-512
-  kernel loses to SDPA on CPUs with AMX, and may be routed there); else SDPA for long
-  segments, matmul attention for short ones.
+  kernel loses to SDPA on CPUs with AMX, and may be routed there; in float32 the AVX2 kernel,
+  ``attention_f32.NativePrefillF32``, the step's ``prefiller``); else SDPA for long segments,
+  matmul attention for short ones.
 Hand-written matmul attention is used for decode because CPU SDPA in bfloat16 is ~10x slower
 for a single query token (measured on this machine).
 """
