@@ -31,6 +31,7 @@ SOURCES = (KERNELS / "gemv_avx2.c", KERNELS / "gemv_pack.c", KERNELS / "attentio
 SOURCES += (KERNELS / "prefill_avx2.c", KERNELS / "pointwise_avx2.c")
 SOURCES += (KERNELS / "decode_step_avx2.c",)
 HEADERS = (KERNELS / "gemv_pack.h", KERNELS / "vec_avx2.h", KERNELS / "kernels_avx2.h")
+HEADERS += (KERNELS / "decode_step_body.h",)
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp", "-mavx2", "-mfma")
 NEEDED = frozenset({"avx2", "fma"})
 

@@ -46,7 +46,7 @@ SOURCES = (KERNELS / "attention.c", KERNELS / "pointwise.c", KERNELS / "gemv.c")
 SOURCES += (KERNELS / "gemv_pack.c",)
 SOURCES += (KERNELS / "attention_amx.c", KERNELS / "decode_step.c", KERNELS / "gemv_amx.c")
 HEADERS = (KERNELS / "vec.h", KERNELS / "kv_pack.h", KERNELS / "kernels.h", KERNELS / "gemv_pack.h")
-HEADERS += (KERNELS / "decode_items.h", KERNELS / "amx_tiles.h")
+HEADERS += (KERNELS / "decode_items.h", KERNELS / "amx_tiles.h", KERNELS / "decode_step_body.h")
 # -fopenmp: the library binds to the libgomp PyTorch has loaded (same soname): one thread team
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp")
 FLAGS += ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.tiny_models import tiny_qwen2
 
 from engine.embedded.attention import Segment, make_plan
 from engine.embedded.fused import FusedLlama
@@ -14,22 +15,6 @@ from engine.embedded.native import AmxDecode, load_native_kernels, unsupported_r
 
 REASON = unsupported_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"native kernels cannot run: {REASON}")
-
-
-def _tiny_qwen2() -> torch.nn.Module:
-    """A 2-layer Qwen2 with random weights: its QKV projections have biases (SmolLM2's none)."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(7)
-    config = Qwen2Config(
-        hidden_size=128, num_attention_heads=2, num_key_value_heads=1, intermediate_size=256,
-        num_hidden_layers=2, vocab_size=4096, max_position_embeddings=1024,
-    )  # fmt: skip
-    model = Qwen2ForCausalLM(config).eval()
-    for layer in model.model.layers:
-        for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
-            torch.nn.init.normal_(proj.bias, std=0.5)
-    return model.to(torch.bfloat16)
 
 
 @pytest.fixture(scope="module", params=["smollm2", "qwen2-with-biases"])
@@ -43,7 +28,7 @@ def runner(request, model_dir, tmp_path_factory: pytest.TempPathFactory) -> Fuse
     if request.param == "smollm2":
         model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.bfloat16).eval()
     else:
-        model = _tiny_qwen2()
+        model = tiny_qwen2(7)
     fused = FusedLlama(model, pack=True, kernels=kernels)
     assert fused.native_step is not None and fused.gemv_switch.on
     return fused

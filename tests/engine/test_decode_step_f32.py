@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 from support.avx2_kernels import needs_avx2
+from support.tiny_models import tiny_qwen2
 
 from engine.embedded.attention import Segment, make_plan
 from engine.embedded.attention_f32 import NativeDecodeF32, NativePrefillF32
@@ -18,23 +19,6 @@ from engine.embedded.pointwise_f32 import NativePointwiseF32
 pytestmark = needs_avx2
 
 
-def _tiny_qwen2() -> torch.nn.Module:
-    """A 2-layer Qwen2 with random weights exact in bfloat16 (the GEMV takes only those), and
-    biases on its QKV projections (SmolLM2 has none)."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(8)
-    config = Qwen2Config(
-        hidden_size=128, num_attention_heads=2, num_key_value_heads=1, intermediate_size=256,
-        num_hidden_layers=2, vocab_size=4096, max_position_embeddings=1024,
-    )  # fmt: skip
-    model = Qwen2ForCausalLM(config).eval()
-    for layer in model.model.layers:
-        for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
-            torch.nn.init.normal_(proj.bias, std=0.5)
-    return model.to(torch.bfloat16).float()
-
-
 @pytest.fixture(scope="module", params=["smollm2", "qwen2-with-biases"])
 def parts(request, model_dir, gemv_f32):  # noqa: ANN001, ANN201
     """(runner, decode kernel, prefill kernel) for a float32 model on the AVX2 library."""
@@ -43,7 +27,7 @@ def parts(request, model_dir, gemv_f32):  # noqa: ANN001, ANN201
     if request.param == "smollm2":
         model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
     else:
-        model = _tiny_qwen2()
+        model = tiny_qwen2(8).float()
     pointwise = NativePointwiseF32(gemv_f32.library)
     runner = FusedLlama(model, pack=True, gemv_f32=gemv_f32, pointwise_f32=pointwise)
     assert runner.native_step is not None and runner.native_step.dtype == torch.float32

@@ -27,13 +27,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "kernels_avx2.h"
 #include "vec_avx2.h"
-
-int decode_attention_f32(const float *q, int64_t q_row, int64_t q_head, const float *k,
-                         const float *v, int64_t kv_slot, int64_t kv_head, int pool_rows,
-                         int capacity, const int32_t *lengths, const int32_t *slots, int shared,
-                         float *out, int64_t o_row, int64_t o_head, int n, int hq, int hkv,
-                         int head_dim, float scale, int n_threads);
 
 #define DIM_MAX 256 /* head size: a head's value sums, DIM_MAX / 8 vectors */
 

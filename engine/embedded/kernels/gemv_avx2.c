@@ -35,9 +35,7 @@
 #include <stdint.h>
 
 #include "gemv_pack.h"
-
-int gemv_f32_bf16(const float *x, int64_t x_row, int rows, const bf16 *wp, int n, int k,
-                  float *y, int64_t y_row, int n_threads);
+#include "kernels_avx2.h"
 
 #define BLOCK GEMV_BLOCK
 #define ROWS 3        /* rows per narrow pass: 12 accumulators of 8 outputs */

@@ -15,14 +15,8 @@
 #include <omp.h>
 #include <stdint.h>
 
+#include "kernels_avx2.h"
 #include "vec_avx2.h"
-
-int add_rms_norm_f32(float *h, int64_t h_row, const float *delta, int64_t d_row, const float *w,
-                     float *x, int64_t x_row, int n, int dim, float eps, int n_threads);
-int silu_mul_f32(const float *gate_up, int64_t g_row, float *y, int64_t y_row, int n, int half,
-                 int n_threads);
-int rope_inplace_f32(float *x, int64_t x_row, const float *cos, const float *sin, int64_t cs_row,
-                     int n, int heads, int dim, int n_threads);
 
 #define PARALLEL_ROWS 64 /* fewer rows than this run on the calling thread */
 

@@ -28,12 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels_avx2.h"
 #include "vec_avx2.h"
-
-int prefill_attention_f32(const float *q, int64_t q_pos, int64_t q_head, const float *k,
-                          const float *v, int64_t kv_head, float *out, int64_t o_pos,
-                          int64_t o_head, int n, int start, int hq, int hkv, int head_dim,
-                          float scale, int n_threads);
 
 #define DIM_MAX 256
 #define MR 6          /* rows of a register tile */
