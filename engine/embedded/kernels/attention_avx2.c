@@ -15,12 +15,16 @@
  *   once rather than 8 times). The values read are the same, so a query's output does not
  *   depend on `shared`.
  *   Each (query, KV head) is one work item, computed alike whatever else the call holds: the
- *   scores in key order, exp of each less the row's maximum, the values summed in key order
- *   and scaled by 1 / sum at the end.
+ *   scores 8 keys at a time (each an FMA chain over d, then one reduction tree), exp of each
+ *   less the row's maximum, the values summed in key order and scaled by 1 / sum at the end.
+ *   An item reads each key and value once for all of the KV head's query heads. Before
+ *   2026-12-07 it re-read them per head, summed each score's lanes alone and, with a variable
+ *   head size, kept the value sums in memory: 30 layers of 8 x 1,600 keys took 39-56 ms a
+ *   step on a 2-vCPU EPYC (Zen 3), now 15-20.
  *   Returns 0; -1 for a shape it does not take (head_dim a multiple of 8 up to DIM_MAX, hq a
  *   multiple of hkv); -2 for a row or length out of range (with more than one query, every
- *   length must pass `shared`); -3 when memory for the scores
- *   cannot be had. Nothing is written unless it returns 0.
+ *   length must pass `shared`); -3 when memory for the scores cannot be had. Nothing is
+ *   written unless it returns 0.
  */
 #include <math.h>
 #include <omp.h>
