@@ -25,13 +25,8 @@ from collections.abc import Callable
 
 import torch
 
-from engine.embedded.attention import (
-    PrefillKernel,
-    PrefillRoute,
-    Segment,
-    causal_mask,
-    sdpa_segment,
-)
+from engine.embedded.attention import Segment, causal_mask, sdpa_segment
+from engine.embedded.attention_routes import PrefillKernel, PrefillRoute
 from engine.embedded.draft_budget import StepCosts
 from engine.embedded.gemv import GemvSwitch
 from engine.embedded.native import NativeKernels

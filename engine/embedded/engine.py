@@ -22,9 +22,10 @@ from engine.base import (
     logprob_problem,
     sampling_problem,
 )
-from engine.embedded.attention import NATIVE_PREFILL, run_step
 from engine.embedded.attention import install as install_pool_attention
+from engine.embedded.attention import run_step
 from engine.embedded.attention_f32 import NativeDecodeF32, NativePrefillF32
+from engine.embedded.attention_routes import NATIVE_PREFILL
 from engine.embedded.calibrate import decode_on_amx, prefill_route
 from engine.embedded.cbuild import cpu_flags
 from engine.embedded.draft_budget import DraftBudget

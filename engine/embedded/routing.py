@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import logging
 
-from engine.embedded.attention import NATIVE_PREFILL, DecodeKernel, PrefillKernel, PrefillRoute
+from engine.embedded.attention_routes import (
+    NATIVE_PREFILL,
+    DecodeKernel,
+    PrefillKernel,
+    PrefillRoute,
+)
 from engine.embedded.calibrate import amx_step_wins, gemv_wins, linear_costs
 from engine.embedded.draft_budget import StepCosts
 from engine.embedded.fused import FusedLlama

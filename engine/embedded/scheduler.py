@@ -26,13 +26,12 @@ from collections.abc import Callable
 import torch
 
 from engine.base import EngineBusy, EngineError, Finished, InvalidRequest
-from engine.embedded.attention import (
+from engine.embedded.attention import StepPlan, make_plan
+from engine.embedded.attention_routes import (
     NATIVE_PREFILL,
     DecodeKernel,
     PrefillKernel,
     PrefillRoute,
-    StepPlan,
-    make_plan,
 )
 from engine.embedded.draft_budget import DraftBudget
 from engine.embedded.draft_pool import DraftPool

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from engine.embedded import calibrate
-from engine.embedded.attention import NATIVE_PREFILL, PrefillRoute
+from engine.embedded.attention_routes import NATIVE_PREFILL, PrefillRoute
 from engine.embedded.gemv import GemvSwitch
 from engine.embedded.native import load_native_kernels, unsupported_reason
 

@@ -171,7 +171,7 @@ def test_fused_runner_matches_stock_transformers(model_dir) -> None:  # noqa: AN
     cfg = model.config
     pool = KVPool(cfg.num_hidden_layers, 2, cfg.num_key_value_heads, cfg.head_dim, torch.float32)
     runner = FusedLlama(model)
-    cut = 160  # both parts longer than attention.SHORT_SEGMENT
+    cut = 160  # both parts longer than attention_routes.SHORT_SEGMENT
     runner.step(a[:cut], make_plan(pool, 0, [Segment(1, 0, cut)]), [cut - 1])
     runner.step(b, make_plan(pool, 0, [Segment(0, 0, len(b))]), [len(b) - 1])
     # row 0 decodes one token while row 1 finishes its prompt: one packed step

@@ -146,7 +146,8 @@ def test_fused_runner_on_the_kernels_matches_pytorch_attention(model_dir, kernel
     the prefill segments are routed to SDPA beside the kernels, or to the AMX kernel."""
     from transformers import AutoModelForCausalLM
 
-    from engine.embedded.attention import NATIVE_PREFILL, PrefillRoute, Segment, make_plan
+    from engine.embedded.attention import Segment, make_plan
+    from engine.embedded.attention_routes import NATIVE_PREFILL, PrefillRoute
     from engine.embedded.fused import FusedLlama
     from engine.embedded.kv_pool import KVPool
 
@@ -262,7 +263,8 @@ def test_attending_only_the_needed_queries_stores_every_key_and_changes_no_outpu
     segments, of which one has no needed query and one needs two rows mid-way and its last:
     every token's K/V lands in the pool as in a full call, and each needed output is the full
     call's (bit for bit on the AVX-512 kernel, whose query rows never meet)."""
-    from engine.embedded.attention import PrefillRoute, Segment, attend, make_plan
+    from engine.embedded.attention import Segment, attend, make_plan
+    from engine.embedded.attention_routes import PrefillRoute
     from engine.embedded.kv_pool import KVPool
 
     # "sdpa" runs the prompt segments on PyTorch but the decode rows on the kernel

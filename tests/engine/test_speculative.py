@@ -19,7 +19,7 @@ from engine.base import (
     SamplingParams,
     TextDelta,
 )
-from engine.embedded.attention import NATIVE_PREFILL
+from engine.embedded.attention_routes import NATIVE_PREFILL
 from engine.embedded.engine import EmbeddedEngine
 from engine.embedded.speculative import OFF, SpeculativeConfig
 
