@@ -7,7 +7,6 @@ engine)."""
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, timedelta
 
 from sqlalchemy import func, select
@@ -19,23 +18,28 @@ from appliance.core.db.session import Database
 
 
 def test_a_pair_backs_off_doubling_to_the_cap_and_a_success_clears_it(db: Database) -> None:
+    # a hand-moved clock: a loaded CI box can take longer between two claims than a back-off
+    clock = Clock()
     policy = ThrottlePolicy(max_failures=3, window_s=60, backoff_s=0.4, lockout_s=1.0)
-    throttle = LoginThrottle(db, policy)
+    throttle = LoginThrottle(db, policy, clock=clock)
     assert [throttle.claim("kim", "10.0.0.1").allowed for _ in range(4)] == [True] * 3 + [False]
+    clock.advance(0.1)
     refused = throttle.claim("kim", "10.0.0.1")
-    assert not refused.allowed and 0.2 < refused.retry_after <= 0.4
+    assert not refused.allowed and refused.retry_after == 0.3
     # only that pair: the same user from elsewhere, and others from there, are checked
     assert throttle.claim("kim", "10.0.0.2").allowed
     assert throttle.claim("lee", "10.0.0.1").allowed
-    time.sleep(0.45)
+    clock.advance(0.35)
     assert throttle.claim("kim", "10.0.0.1").allowed  # one more check after the back-off...
     doubled = throttle.claim("kim", "10.0.0.1")  # ...then twice as long
-    assert not doubled.allowed and 0.6 < doubled.retry_after <= 0.8
-    time.sleep(0.85)
+    assert not doubled.allowed and doubled.retry_after == 0.8
+    clock.advance(0.79)
+    assert not throttle.claim("kim", "10.0.0.1").allowed  # still within the doubled back-off
+    clock.advance(0.02)
     assert throttle.claim("kim", "10.0.0.1").allowed
     capped = throttle.claim("kim", "10.0.0.1")  # 1.6 s, capped at lockout_s
-    assert not capped.allowed and 0.8 < capped.retry_after <= 1.0
-    time.sleep(1.05)
+    assert not capped.allowed and capped.retry_after == 1.0
+    clock.advance(1.01)
     right = throttle.claim("kim", "10.0.0.1")
     assert right.allowed
     throttle.succeeded(right)  # the right password: the pair starts afresh
@@ -62,21 +66,24 @@ def test_an_address_backs_off_whatever_the_usernames(db: Database) -> None:
 
 
 def test_failures_are_forgotten_after_a_quiet_window(db: Database) -> None:
-    throttle = LoginThrottle(db, ThrottlePolicy(max_failures=2, window_s=0.3, backoff_s=30))
+    clock = Clock()
+    policy = ThrottlePolicy(max_failures=2, window_s=0.3, backoff_s=30)
+    throttle = LoginThrottle(db, policy, clock=clock)
     assert throttle.claim("park", "10.0.0.1").allowed
-    time.sleep(0.35)
+    clock.advance(0.35)
     assert throttle.claim("park", "10.0.0.1").allowed  # the first failure is forgotten,
     assert throttle.claim("park", "10.0.0.1").allowed  # so this is only the second
     assert not throttle.claim("park", "10.0.0.1").allowed
 
 
 def test_stale_counters_are_purged(db: Database) -> None:
+    clock = Clock()
     policy = ThrottlePolicy(max_failures=1, window_s=0.1, backoff_s=0.1, lockout_s=0.1)
-    throttle = LoginThrottle(db, policy)
+    throttle = LoginThrottle(db, policy, clock=clock)
     throttle.claim("choi", "10.0.0.1")
     throttle.claim("jung", "10.0.0.2")
     assert throttle.purge() == 0  # still in use
-    time.sleep(0.25)
+    clock.advance(0.25)
     throttle.claim("jung", "10.0.0.2")  # refreshed: stays
     assert throttle.purge() == 2  # choi's pair and address
     with db.session() as s:
