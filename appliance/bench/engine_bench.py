@@ -170,13 +170,19 @@ def run_engine_bench(
 
 
 def main(argv: list[str], config: AppConfig) -> int:
-    """``appliance bench engine [--quick] [--peer vllm --peer-python PY | --peer-url URL]``."""
+    """``appliance bench engine [--quick] [--speculative | --draft-agreement | --peer vllm
+    --peer-python PY | --peer-url URL]``."""
     parser = argparse.ArgumentParser(prog="appliance bench engine")
     parser.add_argument("--quick", action="store_true", help="a small, fast run (smoke test)")
     parser.add_argument(
         "--speculative",
         action="store_true",
         help="prompt-lookup speculative decoding on vs off, and decode memory bandwidth",
+    )
+    parser.add_argument(
+        "--draft-agreement",
+        action="store_true",
+        help="how often a weight-quantized copy of the model would draft its greedy tokens",
     )
     parser.add_argument(
         "--peer",
@@ -205,6 +211,11 @@ def main(argv: list[str], config: AppConfig) -> int:
         from appliance.bench.spec_bench import run_spec_bench
 
         print(run_spec_bench(model_dir, quick=args.quick, dtype=config.engine.dtype))
+        return 0
+    if args.draft_agreement:
+        from appliance.bench.draft_agreement import run_draft_agreement
+
+        print(run_draft_agreement(model_dir, quick=args.quick))
         return 0
     if args.peer:
         from appliance.bench.peer_bench import run_peer_bench

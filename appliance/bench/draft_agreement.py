@@ -1,0 +1,249 @@
+"""``appliance bench engine --draft-agreement``: how far drafts from outside the request's own
+text could carry speculation, measured before any of them is built.
+
+Prompt lookup (``ngram_draft.py``) can only propose what the request's history holds, and its
+ceiling on the held-out RAG answers sits near 1.45 tokens a step (``spec_ceiling.py``), below
+the 1.5x target whatever a step costs. A draft *model* has no such ceiling, and none smaller
+than the engine's model ships in a package. One candidate is the model itself with its linear
+weights quantized: fewer bytes a decode step (the step is bound by reading weights), the same
+tokenizer, and mostly the same greedy choices.
+
+This bench answers the question that decides whether to build it: how often such a draft
+picks the model's own next token on the spec bench's grounded RAG answers (``rag_prompts``,
+dev and held out). The engine answers each prompt greedily with speculation off; then the
+model (float32, transformers) and each quantized copy score prompt and answer in one pass, and
+at every answer position both apply the answer's repetition penalty (``penalize``) and take
+their argmax. Tokens a step follow exactly for greedy chains of up to ``k`` drafts: a verify
+step accepts the run of positions where the draft agrees, then emits the model's own token
+(a draft that agrees predicts the true token, so teacher forcing gives the chain's
+conditioning). The quantized copy here also computes the prefix's KV itself; a draft that
+reads the model's exact KV for the verified prefix would agree at least as often.
+Rows for comparison: the engine's prompt-lookup drafter replayed on the same answers, and the
+lookup ceiling. Weight-only symmetric quantization, per output row or per group of inputs,
+of every linear but the (tied) embedding and head.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from appliance.bench.spec_bench import rag_prompts
+from appliance.bench.spec_ceiling import lookup_ceiling
+from appliance.bench.table import render
+from appliance.core.config import ChatConfig
+from engine.base import GenerateRequest, SamplingParams, TextDelta
+from engine.embedded.engine import EmbeddedEngine
+from engine.embedded.ngram_draft import DraftConfig, NgramDrafter
+from engine.embedded.penalties import penalize
+from engine.embedded.speculative import OFF
+
+# (label, bits, group of inputs sharing a scale; 0: one scale per output row)
+VARIANTS = (
+    ("int8, a scale per row", 8, 0),
+    ("int4, groups of 32", 4, 32),
+    ("int4, groups of 64", 4, 64),
+)
+
+
+@dataclass(frozen=True)
+class Answer:
+    prompt: list[int]
+    answer: list[int]
+
+
+def quantized_copy(model: torch.nn.Module, bits: int, group: int) -> torch.nn.Module:
+    """A copy of ``model`` whose ``nn.Linear`` weights (not ``lm_head``) are rounded to
+    ``bits``-bit symmetric integers times a float scale per row, or per ``group`` inputs."""
+    out = copy.deepcopy(model)
+    top = 2 ** (bits - 1) - 1
+    for name, module in out.named_modules():
+        if not isinstance(module, torch.nn.Linear) or name.endswith("lm_head"):
+            continue
+        w = module.weight.data
+        rows, cols = w.shape
+        size = group or cols
+        if cols % size:
+            raise ValueError(f"{name}: {cols} inputs do not split into groups of {size}")
+        g = w.view(rows, cols // size, size)
+        scale = g.abs().amax(-1, keepdim=True).clamp(min=1e-12) / top
+        module.weight.data = ((g / scale).round().clamp(-top - 1, top) * scale).view(rows, cols)
+    return out
+
+
+def greedy_choices(logits: torch.Tensor, answer: Sequence[int], sp: SamplingParams) -> list[int]:
+    """The greedy token at each answer position from ``logits`` ``[len(answer), vocab]`` (row
+    ``i`` predicts ``answer[i]``), after the penalties of the answer so far."""
+    out = []
+    counts: dict[int, int] = {}
+    for i, row in enumerate(logits):
+        ids = torch.tensor(list(counts), dtype=torch.int64)
+        seen = torch.tensor(list(counts.values()), dtype=torch.float32)
+        out.append(int(penalize(row, ids, seen, i, sp, ()).argmax()))
+        counts[answer[i]] = counts.get(answer[i], 0) + 1
+    return out
+
+
+def chain_steps(agree: Sequence[bool], k: int) -> int:
+    """Verify steps to emit positions ``1 ..`` of an answer (position 0 comes from the
+    prefill) when a step drafts up to ``k`` tokens, keeps the run of them that agree and
+    emits the model's own token after it."""
+    done, steps = 1, 0
+    while done < len(agree):
+        run = 0
+        while run < k and done + run < len(agree) and agree[done + run]:
+            run += 1
+        done += min(run + 1, len(agree) - done)
+        steps += 1
+    return steps
+
+
+def lookup_steps(prompt: list[int], answer: list[int], config: DraftConfig) -> int:
+    """Verify steps of the engine's prompt-lookup drafter on ``answer`` (greedy: a draft is
+    kept while it equals the answer), from the answer's second token."""
+    drafter = NgramDrafter(config, prompt + answer[:1])
+    done = 1
+    steps = 0
+    while done < len(answer):
+        run = 0
+        for token in drafter.propose():
+            if done + run < len(answer) and answer[done + run] == token:
+                run += 1
+            else:
+                break
+        emitted = min(run + 1, len(answer) - done)
+        drafter.extend(answer[done : done + emitted])
+        done += emitted
+        steps += 1
+    return steps
+
+
+def _answers(engine: EmbeddedEngine, prompts: list, sp: SamplingParams) -> list[Answer]:
+    """The engine's greedy answers (speculation off), re-tokenised as the spec bench does."""
+    out = []
+    for messages in prompts:
+        text = "".join(
+            item.text
+            for item in engine.generate(GenerateRequest(messages=messages, sampling=sp))
+            if isinstance(item, TextDelta)
+        )
+        out.append(Answer(engine.encode(engine.render_chat(messages)), engine.encode(text)))
+    return out
+
+
+@dataclass
+class Tally:
+    """Agreeing positions and chain steps over a split's answers."""
+
+    agree: int = 0
+    positions: int = 0
+    tokens: int = 0
+    steps: int = 0
+
+    def add(self, agree: list[bool], steps: int) -> None:
+        self.agree += sum(agree[1:])
+        self.positions += len(agree) - 1
+        self.tokens += len(agree) - 1
+        self.steps += steps
+
+    def rate(self) -> str:
+        return f"{self.agree / self.positions:.3f}" if self.positions else "-"
+
+    def per_step(self) -> str:
+        return f"{self.tokens / self.steps:.2f}" if self.steps else "-"
+
+
+def run_draft_agreement(model_dir: Path, quick: bool = False, k: int = 4) -> str:
+    """The table (see the module): per draft, agreement with the model's greedy choice and
+    tokens a verify step for chains of up to ``k``, on dev and held-out RAG answers."""
+    from transformers import AutoModelForCausalLM
+
+    limit, new = (2, 16) if quick else (8, 96)
+    sp = SamplingParams(new, repetition_penalty=ChatConfig().repetition_penalty)
+    engine = EmbeddedEngine(model_dir, speculative=OFF, max_running=1)
+    try:
+        splits = {
+            split: _answers(engine, rag_prompts(limit, file), sp)
+            for split, file in (("dev", "qa.json"), ("held out", "qa_heldout.json"))
+        }
+    finally:
+        engine.close()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    variants = [("the model itself (float32)", model)]
+    variants += [
+        (label, quantized_copy(model, b, g)) for label, b, g in VARIANTS[: 1 if quick else None]
+    ]
+    choices: dict[str, dict[str, list[list[int]]]] = {}
+    for label, m in variants:
+        choices[label] = {}
+        for split, answers in splits.items():
+            picks = []
+            for a in answers:
+                with torch.inference_mode():
+                    logits = m(torch.tensor([a.prompt + a.answer])).logits[0]
+                rows = logits[len(a.prompt) - 1 : len(a.prompt) + len(a.answer) - 1]
+                picks.append(greedy_choices(rows, a.answer, sp))
+            choices[label][split] = picks
+    base = variants[0][0]
+    config = DraftConfig(max_tokens=k)
+    rows = []
+    lookup = {s: Tally() for s in splits}
+    ceiling = {s: Tally() for s in splits}
+    for split, answers in splits.items():
+        for a in answers:
+            lookup[split].add([True] * len(a.answer), lookup_steps(a.prompt, a.answer, config))
+            tokens, steps = lookup_ceiling(a.prompt + a.answer[:1], a.answer[1:], k)
+            ceiling[split].tokens += tokens
+            ceiling[split].steps += steps
+    for label, tally in (
+        ("prompt lookup (the engine's drafter)", lookup),
+        ("lookup ceiling", ceiling),
+    ):
+        rows.append([label, "-", "-", tally["dev"].per_step(), tally["held out"].per_step()])
+    same = {s: Tally() for s in splits}  # the float32 model against the engine's own answers
+    for split, answers in splits.items():
+        for a, picks in zip(answers, choices[base][split], strict=True):
+            agree = [p == t for p, t in zip(picks, a.answer, strict=True)]
+            same[split].add(agree, chain_steps(agree, k))
+    rows.append(
+        [
+            f"{base}, against the engine's answers",
+            same["dev"].rate(),
+            same["held out"].rate(),
+            same["dev"].per_step(),
+            same["held out"].per_step(),
+        ]
+    )
+    for label, _ in variants[1:]:
+        tallies = {s: Tally() for s in splits}
+        for split in splits:
+            for want, got in zip(choices[base][split], choices[label][split], strict=True):
+                agree = [x == y for x, y in zip(want, got, strict=True)]
+                tallies[split].add(agree, chain_steps(agree, k))
+        rows.append(
+            [
+                label,
+                tallies["dev"].rate(),
+                tallies["held out"].rate(),
+                tallies["dev"].per_step(),
+                tallies["held out"].per_step(),
+            ]
+        )
+    headers = [
+        "draft",
+        "agrees with the model, dev",
+        "held out",
+        f"tokens a step (up to {k} drafts), dev",
+        "held out",
+    ]
+    n_dev, n_held = (len(splits[s]) for s in ("dev", "held out"))
+    note = (
+        f"{n_dev} dev and {n_held} held-out grounded RAG answers of up to {new} tokens, greedy "
+        "with the grounded repetition penalty; quantized rows agree with the float32 model's "
+        "choice (free drafts: a draft's own cost is not counted)."
+    )
+    return render(headers, rows) + "\n" + note
