@@ -157,6 +157,43 @@ class Tally:
         return f"{self.tokens / self.steps:.2f}" if self.steps else "-"
 
 
+def _choices(model: torch.nn.Module, answers: list[Answer], sp: SamplingParams) -> list[list[int]]:
+    """``model``'s penalized greedy choice at every position of every answer (one pass each)."""
+    out = []
+    for a in answers:
+        with torch.inference_mode():
+            logits = model(torch.tensor([a.prompt + a.answer])).logits[0]
+        rows = logits[len(a.prompt) - 1 : len(a.prompt) + len(a.answer) - 1]
+        out.append(greedy_choices(rows, a.answer, sp))
+    return out
+
+
+def _lookup_rows(splits: dict[str, list[Answer]], k: int) -> list[list[str]]:
+    """The engine's drafter replayed, and the lookup ceiling, in tokens a step."""
+    lookup = {s: Tally() for s in splits}
+    ceiling = {s: Tally() for s in splits}
+    for split, answers in splits.items():
+        for a in answers:
+            steps = lookup_steps(a.prompt, a.answer, DraftConfig(max_tokens=k))
+            lookup[split].add([True] * len(a.answer), steps)
+            tokens, steps = lookup_ceiling(a.prompt + a.answer[:1], a.answer[1:], k)
+            ceiling[split].tokens += tokens
+            ceiling[split].steps += steps
+    named = (("prompt lookup (the engine's drafter)", lookup), ("lookup ceiling", ceiling))
+    return [[name, "-", "-", t["dev"].per_step(), t["held out"].per_step()] for name, t in named]
+
+
+def _agreement_row(label: str, want: dict, got: dict, k: int) -> list[str]:
+    """Agreement of ``got``'s choices with ``want``'s per split, and chain tokens a step."""
+    tallies = {split: Tally() for split in want}
+    for split in want:
+        for w, g in zip(want[split], got[split], strict=True):
+            agree = [x == y for x, y in zip(w, g, strict=True)]
+            tallies[split].add(agree, chain_steps(agree, k))
+    dev, held = tallies["dev"], tallies["held out"]
+    return [label, dev.rate(), held.rate(), dev.per_step(), held.per_step()]
+
+
 def run_draft_agreement(model_dir: Path, quick: bool = False, k: int = 4) -> str:
     """The table (see the module): per draft, agreement with the model's greedy choice and
     tokens a verify step for chains of up to ``k``, on dev and held-out RAG answers."""
@@ -173,66 +210,16 @@ def run_draft_agreement(model_dir: Path, quick: bool = False, k: int = 4) -> str
     finally:
         engine.close()
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    variants = [("the model itself (float32)", model)]
-    variants += [
-        (label, quantized_copy(model, b, g)) for label, b, g in VARIANTS[: 1 if quick else None]
-    ]
-    choices: dict[str, dict[str, list[list[int]]]] = {}
-    for label, m in variants:
-        choices[label] = {}
-        for split, answers in splits.items():
-            picks = []
-            for a in answers:
-                with torch.inference_mode():
-                    logits = m(torch.tensor([a.prompt + a.answer])).logits[0]
-                rows = logits[len(a.prompt) - 1 : len(a.prompt) + len(a.answer) - 1]
-                picks.append(greedy_choices(rows, a.answer, sp))
-            choices[label][split] = picks
-    base = variants[0][0]
-    config = DraftConfig(max_tokens=k)
-    rows = []
-    lookup = {s: Tally() for s in splits}
-    ceiling = {s: Tally() for s in splits}
-    for split, answers in splits.items():
-        for a in answers:
-            lookup[split].add([True] * len(a.answer), lookup_steps(a.prompt, a.answer, config))
-            tokens, steps = lookup_ceiling(a.prompt + a.answer[:1], a.answer[1:], k)
-            ceiling[split].tokens += tokens
-            ceiling[split].steps += steps
-    for label, tally in (
-        ("prompt lookup (the engine's drafter)", lookup),
-        ("lookup ceiling", ceiling),
-    ):
-        rows.append([label, "-", "-", tally["dev"].per_step(), tally["held out"].per_step()])
-    same = {s: Tally() for s in splits}  # the float32 model against the engine's own answers
-    for split, answers in splits.items():
-        for a, picks in zip(answers, choices[base][split], strict=True):
-            agree = [p == t for p, t in zip(picks, a.answer, strict=True)]
-            same[split].add(agree, chain_steps(agree, k))
+    base = {split: _choices(model, answers, sp) for split, answers in splits.items()}
+    engine_answers = {split: [a.answer for a in answers] for split, answers in splits.items()}
+    rows = _lookup_rows(splits, k)
     rows.append(
-        [
-            f"{base}, against the engine's answers",
-            same["dev"].rate(),
-            same["held out"].rate(),
-            same["dev"].per_step(),
-            same["held out"].per_step(),
-        ]
+        _agreement_row("the float32 model, against the engine's answers", engine_answers, base, k)
     )
-    for label, _ in variants[1:]:
-        tallies = {s: Tally() for s in splits}
-        for split in splits:
-            for want, got in zip(choices[base][split], choices[label][split], strict=True):
-                agree = [x == y for x, y in zip(want, got, strict=True)]
-                tallies[split].add(agree, chain_steps(agree, k))
-        rows.append(
-            [
-                label,
-                tallies["dev"].rate(),
-                tallies["held out"].rate(),
-                tallies["dev"].per_step(),
-                tallies["held out"].per_step(),
-            ]
-        )
+    for label, bits, group in VARIANTS[: 1 if quick else None]:
+        draft = quantized_copy(model, bits, group)
+        got = {split: _choices(draft, answers, sp) for split, answers in splits.items()}
+        rows.append(_agreement_row(label, base, got, k))
     headers = [
         "draft",
         "agrees with the model, dev",
@@ -240,7 +227,7 @@ def run_draft_agreement(model_dir: Path, quick: bool = False, k: int = 4) -> str
         f"tokens a step (up to {k} drafts), dev",
         "held out",
     ]
-    n_dev, n_held = (len(splits[s]) for s in ("dev", "held out"))
+    n_dev, n_held = len(splits["dev"]), len(splits["held out"])
     note = (
         f"{n_dev} dev and {n_held} held-out grounded RAG answers of up to {new} tokens, greedy "
         "with the grounded repetition penalty; quantized rows agree with the float32 model's "
