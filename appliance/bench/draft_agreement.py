@@ -102,12 +102,11 @@ def chain_steps(agree: Sequence[bool], k: int) -> int:
     return steps
 
 
-def lookup_steps(prompt: list[int], answer: list[int], config: DraftConfig) -> int:
-    """Verify steps of the engine's prompt-lookup drafter on ``answer`` (greedy: a draft is
-    kept while it equals the answer), from the answer's second token."""
-    drafter = NgramDrafter(config, prompt + answer[:1])
-    done = 1
-    steps = 0
+def lookup_steps(history: list[int], answer: list[int], config: DraftConfig) -> int:
+    """Verify steps of the engine's prompt-lookup drafter to emit ``answer`` after
+    ``history`` (greedy: a draft is kept while it equals the answer)."""
+    drafter = NgramDrafter(config, history)
+    done = steps = 0
     while done < len(answer):
         run = 0
         for token in drafter.propose():
@@ -174,7 +173,7 @@ def _lookup_rows(splits: dict[str, list[Answer]], k: int) -> list[list[str]]:
     ceiling = {s: Tally() for s in splits}
     for split, answers in splits.items():
         for a in answers:
-            steps = lookup_steps(a.prompt, a.answer, DraftConfig(max_tokens=k))
+            steps = lookup_steps(a.prompt + a.answer[:1], a.answer[1:], DraftConfig(max_tokens=k))
             lookup[split].add([True] * len(a.answer), steps)
             tokens, steps = lookup_ceiling(a.prompt + a.answer[:1], a.answer[1:], k)
             ceiling[split].tokens += tokens

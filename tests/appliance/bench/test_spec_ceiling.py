@@ -6,27 +6,9 @@ import random
 
 import pytest
 
+from appliance.bench.draft_agreement import lookup_steps
 from appliance.bench.spec_ceiling import lookup_ceiling
-from engine.embedded.ngram_draft import DraftConfig, NgramDrafter
-
-
-def _drafter_steps(prompt: list[int], answer: list[int], config: DraftConfig) -> int:
-    """Steps the engine's drafter takes on ``answer`` (greedy: a draft is accepted while it
-    equals the answer)."""
-    drafter = NgramDrafter(config, prompt)
-    done = steps = 0
-    while done < len(answer):
-        run = 0
-        for token in drafter.propose():
-            if done + run < len(answer) and answer[done + run] == token:
-                run += 1
-            else:
-                break
-        emitted = min(run + 1, len(answer) - done)
-        drafter.extend(answer[done : done + emitted])
-        done += emitted
-        steps += 1
-    return steps
+from engine.embedded.ngram_draft import DraftConfig
 
 
 def test_an_answer_copied_from_the_prompt_takes_a_step_per_draft_run() -> None:
@@ -46,7 +28,7 @@ def test_every_branch_is_tried_not_only_the_latest_occurrence() -> None:
     answer = [5, 6, 7, 8, 9]
     # the first token has nothing to follow; then one step: 4 drafts and the model's own
     assert lookup_ceiling(prompt, answer) == (5, 2)
-    assert _drafter_steps(prompt, answer, DraftConfig()) > 1
+    assert lookup_steps(prompt, answer, DraftConfig()) > 1
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -61,7 +43,7 @@ def test_the_ceiling_is_never_beaten_by_the_engine_drafter(seed: int) -> None:
         answer = answer or [0]
     tokens, steps = lookup_ceiling(prompt, answer)
     assert tokens == len(answer)
-    assert steps <= _drafter_steps(prompt, answer, DraftConfig())
+    assert steps <= lookup_steps(prompt, answer, DraftConfig())
 
 
 def test_bad_limits_are_refused() -> None:
