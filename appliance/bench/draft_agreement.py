@@ -32,11 +32,11 @@ from pathlib import Path
 
 import torch
 
-from appliance.bench.spec_bench import rag_prompts
+from appliance.bench.spec_bench import Run, rag_prompts, run_prompt
 from appliance.bench.spec_ceiling import lookup_ceiling
 from appliance.bench.table import render
 from appliance.core.config import ChatConfig
-from engine.base import GenerateRequest, SamplingParams, TextDelta
+from engine.base import SamplingParams
 from engine.embedded.engine import EmbeddedEngine
 from engine.embedded.ngram_draft import DraftConfig, NgramDrafter
 from engine.embedded.penalties import penalize
@@ -48,12 +48,6 @@ VARIANTS = (
     ("int4, groups of 32", 4, 32),
     ("int4, groups of 64", 4, 64),
 )
-
-
-@dataclass(frozen=True)
-class Answer:
-    prompt: list[int]
-    answer: list[int]
 
 
 def quantized_copy(model: torch.nn.Module, bits: int, group: int) -> torch.nn.Module:
@@ -121,63 +115,50 @@ def lookup_steps(history: list[int], answer: list[int], config: DraftConfig) -> 
     return steps
 
 
-def _answers(engine: EmbeddedEngine, prompts: list, sp: SamplingParams) -> list[Answer]:
-    """The engine's greedy answers (speculation off), re-tokenised as the spec bench does."""
-    out = []
-    for messages in prompts:
-        text = "".join(
-            item.text
-            for item in engine.generate(GenerateRequest(messages=messages, sampling=sp))
-            if isinstance(item, TextDelta)
-        )
-        out.append(Answer(engine.encode(engine.render_chat(messages)), engine.encode(text)))
-    return out
-
-
 @dataclass
 class Tally:
     """Agreeing positions and chain steps over a split's answers."""
 
     agree: int = 0
-    positions: int = 0
-    tokens: int = 0
+    positions: int = 0  # answer tokens after the first (the prefill's)
     steps: int = 0
+
+    def count(self, positions: int, steps: int) -> None:
+        self.positions += positions
+        self.steps += steps
 
     def add(self, agree: list[bool], steps: int) -> None:
         self.agree += sum(agree[1:])
-        self.positions += len(agree) - 1
-        self.tokens += len(agree) - 1
-        self.steps += steps
+        self.count(len(agree) - 1, steps)
 
     def rate(self) -> str:
         return f"{self.agree / self.positions:.3f}" if self.positions else "-"
 
     def per_step(self) -> str:
-        return f"{self.tokens / self.steps:.2f}" if self.steps else "-"
+        return f"{self.positions / self.steps:.2f}" if self.steps else "-"
 
 
-def _choices(model: torch.nn.Module, answers: list[Answer], sp: SamplingParams) -> list[list[int]]:
+def _choices(model: torch.nn.Module, runs: list[Run], sp: SamplingParams) -> list[list[int]]:
     """``model``'s penalized greedy choice at every position of every answer (one pass each)."""
     out = []
-    for a in answers:
+    for r in runs:
+        prompt, answer = r.prompt_ids, r.answer_ids
         with torch.inference_mode():
-            logits = model(torch.tensor([a.prompt + a.answer])).logits[0]
-        rows = logits[len(a.prompt) - 1 : len(a.prompt) + len(a.answer) - 1]
-        out.append(greedy_choices(rows, a.answer, sp))
+            logits = model(torch.tensor([prompt + answer])).logits[0]
+        out.append(greedy_choices(logits[len(prompt) - 1 : -1], answer, sp))
     return out
 
 
-def _lookup_rows(splits: dict[str, list[Answer]], k: int) -> list[list[str]]:
-    """The engine's drafter replayed, and the lookup ceiling, in tokens a step."""
+def _lookup_rows(splits: dict[str, list[Run]], k: int) -> list[list[str]]:
+    """The engine's drafter replayed, and the lookup ceiling, in tokens a step (both from the
+    answer's second token, as the chains)."""
     lookup = {s: Tally() for s in splits}
     ceiling = {s: Tally() for s in splits}
-    for split, answers in splits.items():
-        for a in answers:
-            steps = lookup_steps(a.prompt + a.answer[:1], a.answer[1:], DraftConfig(max_tokens=k))
-            lookup[split].add([True] * len(a.answer), steps)
-            tokens, steps = lookup_ceiling(a.prompt + a.answer[:1], a.answer[1:], k)
-            ceiling[split].tokens += tokens
-            ceiling[split].steps += steps
+    for split, runs in splits.items():
+        for r in runs:
+            history, rest = r.prompt_ids + r.answer_ids[:1], r.answer_ids[1:]
+            lookup[split].count(len(rest), lookup_steps(history, rest, DraftConfig(max_tokens=k)))
+            ceiling[split].count(*lookup_ceiling(history, rest, k))
     named = (("prompt lookup (the engine's drafter)", lookup), ("lookup ceiling", ceiling))
     return [[name, "-", "-", t["dev"].per_step(), t["held out"].per_step()] for name, t in named]
 
@@ -203,21 +184,21 @@ def run_draft_agreement(model_dir: Path, quick: bool = False, k: int = 4) -> str
     engine = EmbeddedEngine(model_dir, speculative=OFF, max_running=1)
     try:
         splits = {
-            split: _answers(engine, rag_prompts(limit, file), sp)
+            split: [run_prompt(engine, messages, sp) for messages in rag_prompts(limit, file)]
             for split, file in (("dev", "qa.json"), ("held out", "qa_heldout.json"))
         }
     finally:
         engine.close()
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    base = {split: _choices(model, answers, sp) for split, answers in splits.items()}
-    engine_answers = {split: [a.answer for a in answers] for split, answers in splits.items()}
+    base = {split: _choices(model, runs, sp) for split, runs in splits.items()}
+    engine_answers = {split: [r.answer_ids for r in runs] for split, runs in splits.items()}
     rows = _lookup_rows(splits, k)
     rows.append(
         _agreement_row("the float32 model, against the engine's answers", engine_answers, base, k)
     )
     for label, bits, group in VARIANTS[: 1 if quick else None]:
         draft = quantized_copy(model, bits, group)
-        got = {split: _choices(draft, answers, sp) for split, answers in splits.items()}
+        got = {split: _choices(draft, runs, sp) for split, runs in splits.items()}
         rows.append(_agreement_row(label, base, got, k))
     headers = [
         "draft",

@@ -92,7 +92,9 @@ def rag_prompts(limit: int, questions: str = "qa.json") -> list[tuple[tuple[str,
     return out
 
 
-def _run(engine: EmbeddedEngine, messages, sampling: SamplingParams) -> Run:  # noqa: ANN001
+def run_prompt(engine: EmbeddedEngine, messages, sampling: SamplingParams) -> Run:  # noqa: ANN001
+    """``messages`` answered once by ``engine``: the text, its timings and draft counts, the
+    prompt's ids and the answer re-tokenised."""
     text, final = "", None
     for item in engine.generate(GenerateRequest(messages=messages, sampling=sampling)):
         if isinstance(item, TextDelta):
@@ -115,7 +117,7 @@ def _batch(engine: EmbeddedEngine, prompts: list, sampling: SamplingParams) -> l
     out: list[Run | None] = [None] * len(prompts)
 
     def one(i: int) -> None:
-        out[i] = _run(engine, prompts[i], sampling)
+        out[i] = run_prompt(engine, prompts[i], sampling)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
     for t in threads:
@@ -206,7 +208,7 @@ def _compare(
         for config, sink in order:
             engine.set_speculative(config)
             if width == 1:
-                sink.append(_run(engine, group[0], sampling))
+                sink.append(run_prompt(engine, group[0], sampling))
             else:
                 sink.extend(_batch(engine, group, sampling))
             engine.flush_cache()
@@ -244,7 +246,7 @@ def run_spec_bench(
         held_out = rag_prompts(limit, "qa_heldout.json")
         grounded = SamplingParams(new, repetition_penalty=ChatConfig().repetition_penalty)
         plain = SamplingParams(new)
-        _run(engine, rag[0], SamplingParams(4))  # warm up
+        run_prompt(engine, rag[0], SamplingParams(4))  # warm up
         # every run starts cold: a cached prompt's last token is computed in a 1-row step,
         # whose GEMM rounds differently from the whole prompt's, so greedy text may differ
         engine.flush_cache()
